@@ -1,0 +1,249 @@
+package shell_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tandem-sh/tandem/internal/shell"
+)
+
+type harness struct {
+	sh   *shell.Shell
+	mu   sync.Mutex
+	user []shell.Record
+}
+
+func start(t *testing.T, d shell.Dialer) *harness {
+	t.Helper()
+	h := &harness{}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sh, err := shell.Start(ctx, d, &shell.Options{OnCommand: func(r shell.Record) {
+		h.mu.Lock()
+		h.user = append(h.user, r)
+		h.mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { _ = sh.Close() })
+	h.sh = sh
+	return h
+}
+
+func (h *harness) exec(t *testing.T, cmd string) shell.Record {
+	t.Helper()
+	rec, err := h.sh.Exec(context.Background(), cmd, shell.ExecOptions{Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatalf("exec %q: %v", cmd, err)
+	}
+	return rec
+}
+
+// users waits until n human commands were recorded.
+func (h *harness) users(t *testing.T, n int) []shell.Record {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		h.mu.Lock()
+		got := append([]shell.Record(nil), h.user...)
+		h.mu.Unlock()
+		if len(got) >= n {
+			return got
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("wanted %d user commands", n)
+	return nil
+}
+
+// idle waits until the shell accepts an agent command again.
+func (h *harness) idle(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		_, err := h.sh.Exec(context.Background(), "true", shell.ExecOptions{Timeout: 5 * time.Second})
+		var busy *shell.BusyError
+		if !errors.As(err, &busy) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("shell never became idle")
+}
+
+func TestExecContract(t *testing.T) {
+	h := start(t, &ptyDialer{t: t})
+	tests := []struct {
+		cmd            string
+		stdout, stderr string
+		exit           int
+	}{
+		{"cd /tmp && export A=1", "", "", 0},
+		{"pwd; echo $A", "/tmp\n1\n", "", 0},
+		{"sh -c 'echo out; echo err >&2; exit 3'", "out\n", "err\n", 3},
+		{`printf '\000\377'`, "\x00\xff", "", 0},
+		{"false", "", "", 1},
+		{"printf 'a\\tb\\n'; printf 'x' >&2", "a\tb\n", "x", 0},
+		{"echo one\necho two", "one\ntwo\n", "", 0},
+		{`printf '\033]133;D;0\007'; exit_code() { return 5; }; exit_code`, "\x1b]133;D;0\x07", "", 5},
+		{`printf '\033]133;A\007\033]633;P;Cwd=/forged\007'; echo ok`, "\x1b]133;A\x07\x1b]633;P;Cwd=/forged\x07ok\n", "", 0},
+	}
+	for _, tc := range tests {
+		rec := h.exec(t, tc.cmd)
+		if string(rec.Stdout) != tc.stdout || string(rec.Stderr) != tc.stderr || rec.ExitCode != tc.exit || !rec.ExitKnown {
+			t.Errorf("%q: got stdout %q stderr %q exit %d/%v; want %q %q %d", tc.cmd, rec.Stdout, rec.Stderr, rec.ExitCode, rec.ExitKnown, tc.stdout, tc.stderr, tc.exit)
+		}
+	}
+	if got := h.exec(t, "pwd").Cwd; got != "/tmp" {
+		t.Errorf("cwd after forged P mark = %q, want /tmp", got)
+	}
+	if len(h.user) != 0 {
+		t.Errorf("agent commands were recorded as user commands: %+v", h.user)
+	}
+}
+
+func TestSyntaxErrorDoesNotWedge(t *testing.T) {
+	h := start(t, &ptyDialer{t: t})
+	rec := h.exec(t, "if then")
+	if rec.ExitCode != 2 || !strings.Contains(string(rec.Stderr), "syntax error") {
+		t.Errorf("syntax error: exit %d stderr %q", rec.ExitCode, rec.Stderr)
+	}
+	if got := h.exec(t, "echo fine"); string(got.Stdout) != "fine\n" {
+		t.Errorf("after syntax error: %q", got.Stdout)
+	}
+}
+
+func TestLargeOutputExact(t *testing.T) {
+	h := start(t, &ptyDialer{t: t})
+	rec := h.exec(t, "seq 1 200000")
+	var want bytes.Buffer
+	for i := 1; i <= 200000; i++ {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	if !bytes.Equal(rec.Stdout, want.Bytes()) {
+		t.Fatalf("seq output differs: got %d bytes, want %d", len(rec.Stdout), want.Len())
+	}
+}
+
+func TestHumanCommandsRecorded(t *testing.T) {
+	h := start(t, &ptyDialer{t: t})
+	h.exec(t, "cd /tmp")
+	ctx := context.Background()
+	if err := h.sh.Input(ctx, []byte("cd /var && echo hi\r")); err != nil {
+		t.Fatal(err)
+	}
+	h.users(t, 1)
+	if err := h.sh.Input(ctx, []byte("false\r")); err != nil {
+		t.Fatal(err)
+	}
+	got := h.users(t, 2)
+	if got[0].Command != "cd /var && echo hi" || got[0].ExitCode != 0 || string(got[0].Stdout) != "hi\n" || got[0].Cwd != "/var" || !got[0].Merged {
+		t.Errorf("first user command: %+v", got[0])
+	}
+	if got[1].Command != "false" || got[1].ExitCode != 1 || got[1].Started.Before(got[0].Started) {
+		t.Errorf("second user command: %+v", got[1])
+	}
+	h.idle(t)
+	if rec := h.exec(t, "pwd"); string(rec.Stdout) != "/var\n" {
+		t.Errorf("agent after human cd: %q", rec.Stdout)
+	}
+}
+
+func TestBusyOnPartialLine(t *testing.T) {
+	h := start(t, &ptyDialer{t: t})
+	if err := h.sh.Input(context.Background(), []byte("echo half")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.sh.Exec(context.Background(), "echo agent", shell.ExecOptions{})
+	var busy *shell.BusyError
+	if !errors.As(err, &busy) || busy.Line != "echo half" {
+		t.Fatalf("want busy with the partial line, got %v", err)
+	}
+	// The human's line survives: finishing it runs the human's command.
+	if err := h.sh.Input(context.Background(), []byte("-done\r")); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.users(t, 1); string(got[0].Stdout) != "half-done\n" {
+		t.Errorf("human line after refusal: %+v", got[0])
+	}
+}
+
+func TestTimeoutBusyCancel(t *testing.T) {
+	h := start(t, &ptyDialer{t: t})
+	_, err := h.sh.Exec(context.Background(), "echo started; sleep 30", shell.ExecOptions{Timeout: 300 * time.Millisecond})
+	var te *shell.TimeoutError
+	if !errors.As(err, &te) || string(te.Partial.Stdout) != "started\n" {
+		t.Fatalf("want timeout with partial output, got %v", err)
+	}
+	_, err = h.sh.Exec(context.Background(), "true", shell.ExecOptions{})
+	var busy *shell.BusyError
+	if !errors.As(err, &busy) || !strings.Contains(busy.Command, "sleep 30") {
+		t.Fatalf("want busy naming the running command, got %v", err)
+	}
+	rec, err := h.sh.Cancel(context.Background(), time.Second)
+	if err != nil || rec.ExitCode != 130 {
+		t.Fatalf("cancel: %v, exit %d", err, rec.ExitCode)
+	}
+	if rec := h.exec(t, "echo after"); string(rec.Stdout) != "after\n" {
+		t.Errorf("after cancel: %q", rec.Stdout)
+	}
+	if _, err := h.sh.Cancel(context.Background(), time.Second); !errors.Is(err, shell.ErrNotRunning) {
+		t.Errorf("cancel with nothing running: %v", err)
+	}
+}
+
+func TestUserRCLoadsAndSurvivesStrictOptions(t *testing.T) {
+	rc := "set -uo pipefail\nalias ll='echo aliased'\nexport FROM_RC=yes\nPROMPT_COMMAND='true'\n"
+	h := start(t, &ptyDialer{t: t, rc: rc})
+	if rec := h.exec(t, "echo $FROM_RC; [[ $- == *u* ]] && echo strict"); string(rec.Stdout) != "yes\nstrict\n" {
+		t.Errorf("user rc: %q", rec.Stdout)
+	}
+	if rec := h.exec(t, "false | true; echo $?"); string(rec.Stdout) != "1\n" {
+		t.Errorf("pipefail: %q", rec.Stdout)
+	}
+}
+
+func TestNonceNotVisibleToChildren(t *testing.T) {
+	h := start(t, &ptyDialer{t: t})
+	rec := h.exec(t, `cat /proc/$$/environ | tr '\0' '\n'; cat /proc/$$/cmdline; echo "$PS1"; env`)
+	if bytes.Contains(rec.Stdout, []byte("n=")) && bytes.Contains(rec.Stdout, []byte("633")) {
+		t.Errorf("a mark leaked to a child: %q", rec.Stdout)
+	}
+}
+
+func TestWatchReplaysScrollback(t *testing.T) {
+	h := start(t, &ptyDialer{t: t})
+	h.exec(t, "echo replay-me")
+	ctx, cancel := context.WithCancel(context.Background())
+	var got bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- h.sh.Watch(ctx, func(p []byte) error {
+			got.Write(p)
+			if bytes.Contains(got.Bytes(), []byte("live-too")) {
+				cancel()
+			}
+			return nil
+		})
+	}()
+	h.exec(t, "echo live-too")
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch never saw live output")
+	}
+	cancel()
+	if !bytes.Contains(got.Bytes(), []byte("replay-me\r\n")) || bytes.Contains(got.Bytes(), []byte("n=")) {
+		t.Errorf("viewer stream: %q", got.String())
+	}
+}
