@@ -247,3 +247,17 @@ func TestWatchReplaysScrollback(t *testing.T) {
 		t.Errorf("viewer stream: %q", got.String())
 	}
 }
+
+func TestControlBytesInCwdAndCommand(t *testing.T) {
+	h := start(t, &ptyDialer{t: t})
+	rec := h.exec(t, `d=$(mktemp -d)/$'a\030b\032c;d\\e'; mkdir -p "$d" && cd "$d" && echo in`)
+	if string(rec.Stdout) != "in\n" || !strings.HasSuffix(rec.Cwd, "/a\x18b\x1ac;d\\e") {
+		t.Errorf("cwd with control bytes: %q (stdout %q)", rec.Cwd, rec.Stdout)
+	}
+	if err := h.sh.Input(context.Background(), []byte("echo $'x\\030y'\r")); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.users(t, 1); got[0].Command != `echo $'x\030y'` {
+		t.Errorf("user command line: %q", got[0].Command)
+	}
+}

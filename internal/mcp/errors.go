@@ -1,0 +1,138 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tandem-sh/tandem/internal/session"
+	"github.com/tandem-sh/tandem/internal/shell"
+	"github.com/tandem-sh/tandem/internal/shell/sshconn"
+	"github.com/tandem-sh/tandem/internal/target"
+)
+
+// The stable error codes. Agents branch on these; never rename one.
+const (
+	codeInvalidArguments   = "invalid_arguments"
+	codeInvalidToken       = "invalid_session_token"
+	codeSessionEnded       = "session_ended"
+	codeUserActivity       = "user_activity_detected"
+	codeBusy               = "session_busy"
+	codeTimeout            = "command_timeout"
+	codeConnectionLost     = "connection_lost"
+	codeNotRunning         = "no_command_running"
+	codeSessionExists      = "session_exists"
+	codeInvalidName        = "invalid_session_name"
+	codeUnknownTarget      = "unknown_target"
+	codeAdHocRefused       = "adhoc_not_allowed"
+	codeAuthFailed         = "auth_failed"
+	codeHostKey            = "host_key_rejected"
+	codeConnectFailed      = "connect_failed"
+	codeSandboxUnavailable = "sandbox_unavailable"
+	codeInternal           = "internal_error"
+)
+
+// tokenHint shows the call format every session tool needs (seed AC5.4).
+const tokenHint = `Every call that names a session needs the sessionToken that ssh_connect returned, for example ` +
+	`ssh_exec {"sessionName":"my-session","sessionToken":"<token from ssh_connect>","command":"ls -la"}. ` +
+	`Tokens are never shown again: if you lost it, call ssh_connect with a new name.`
+
+const reconnectExample = `ssh_connect {"name":"my-session","target":"local"}`
+
+// classify maps an error from the layers below to its stable reply. It is
+// the only place that knows both the sentinels and the codes.
+func classify(err error) *failure {
+	var (
+		gate    *session.GateError
+		busy    *shell.BusyError
+		timeout *shell.TimeoutError
+		ended   *session.EndedError
+		hostKey *sshconn.HostKeyError
+		tokErr  *session.TokenError
+	)
+	switch {
+	case errors.As(err, &gate):
+		return gateFailure(gate)
+	case errors.As(err, &busy):
+		f := reply{"reason": busy.Reason}
+		if busy.Command != "" {
+			f["runningCommand"] = busy.Command
+		}
+		if !busy.Since.IsZero() {
+			f["runningSince"] = busy.Since.UTC().Format(time.RFC3339Nano)
+		}
+		if busy.Line != "" {
+			f["partialLine"] = busy.Line
+		}
+		return fail(codeBusy, fmt.Sprintf("The session is busy: %s. Wait for it to finish, or call ssh_cancel if it is your command.", busy.Reason), f)
+	case errors.As(err, &timeout):
+		return fail(codeTimeout, "The command is still running after the timeout; it keeps running. Call ssh_cancel to interrupt it; until it ends the session answers session_busy.",
+			reply{"running": true, "partial": execResult(timeout.Partial)})
+	case errors.As(err, &ended):
+		return fail(codeSessionEnded, fmt.Sprintf("Session '%s' has ended (%s). Call ssh_connect again to start a new session, for example %s.", ended.Name, ended.Reason, reconnectExample),
+			reply{"reason": ended.Reason})
+	case errors.As(err, &tokErr):
+		return invalidToken(tokErr.Name)
+	case errors.Is(err, session.ErrNameTaken):
+		return fail(codeSessionExists, "A session with this name already exists. Pick another name, or call ssh_disconnect on the old one first.", nil)
+	case errors.Is(err, session.ErrInvalidName):
+		return fail(codeInvalidName, "Session names are 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit.", reply{"field": "name"})
+	case errors.Is(err, target.ErrUnknown):
+		return fail(codeUnknownTarget, err.Error()+".", nil)
+	case errors.Is(err, target.ErrAdHocRefused):
+		return fail(codeAdHocRefused, "This server only connects to configured targets. Pass \"target\" with one of the names it lists instead of host parameters.", nil)
+	case errors.Is(err, target.ErrSandboxUnavailable):
+		return fail(codeSandboxUnavailable, err.Error()+".", nil)
+	case errors.Is(err, sshconn.ErrAuth) || errors.Is(err, sshconn.ErrKey):
+		return fail(codeAuthFailed, "SSH authentication failed: "+err.Error()+". Check the username and credentials.", nil)
+	case errors.As(err, &hostKey) || errors.Is(err, sshconn.ErrHostKey):
+		return fail(codeHostKey, "The SSH host key was rejected: "+err.Error()+".", nil)
+	case errors.Is(err, shell.ErrConnectionLost):
+		return fail(codeConnectionLost, "The connection to the session's shell was lost: "+err.Error()+". Call ssh_connect again to start a new session.", nil)
+	case errors.Is(err, shell.ErrNotRunning):
+		return fail(codeNotRunning, "No command of yours is running in this session, so there is nothing to cancel.", nil)
+	case errors.Is(err, sshconn.ErrTimeout) || errors.Is(err, context.DeadlineExceeded):
+		return fail(codeConnectFailed, "Timed out: "+err.Error()+".", nil)
+	}
+	return fail(codeInternal, "tandem failed: "+err.Error()+".", nil)
+}
+
+func invalidToken(name string) *failure {
+	return fail(codeInvalidToken, fmt.Sprintf("Invalid or missing session token for session '%s'", name), reply{"hint": tokenHint})
+}
+
+func gateFailure(g *session.GateError) *failure {
+	cmds := make([]any, 0, len(g.Commands))
+	for _, c := range g.Commands {
+		cmds = append(cmds, userCommand(c))
+	}
+	return fail(codeUserActivity, "User commands executed since last MCP command. Review activity and retry.", reply{
+		"userActivitySince": g.Since.UTC().Format(time.RFC3339Nano),
+		"userCommands":      cmds,
+	})
+}
+
+func userCommand(c shell.Record) reply {
+	r := reply{
+		"command":   c.Command,
+		"stdout":    string(c.Stdout),
+		"stderr":    string(c.Stderr),
+		"exitCode":  exitCode(c),
+		"duration":  c.Duration.Milliseconds(),
+		"timestamp": c.Started.UTC().Format(time.RFC3339Nano),
+		"cwd":       c.Cwd,
+	}
+	if c.Merged {
+		r["streams"] = "merged"
+	}
+	return r
+}
+
+// exitCode is the status, or nil when the shell could not report one.
+func exitCode(c shell.Record) any {
+	if !c.ExitKnown {
+		return nil
+	}
+	return c.ExitCode
+}

@@ -1,0 +1,200 @@
+// Package mcp is tandem's MCP face: the tool definitions with their input
+// and output schemas, strict argument decoding, caller identity, and the
+// single mapping from errors to the stable {success:false, error, message}
+// replies. It turns calls into session operations and knows nothing of how
+// a shell is reached.
+//
+//	client ──tools/call──▶ decode args ──▶ caller ──▶ session.Lookup (token)
+//	                                                 ──▶ gate ──▶ shell
+//	reply ◀── JSON object as structuredContent and content[0].text
+package mcp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tandem-sh/tandem/internal/session"
+	"github.com/tandem-sh/tandem/internal/target"
+)
+
+// Sessions is what the tools need of the session registry.
+type Sessions interface {
+	Create(ctx context.Context, c session.Caller, name string, t session.Target) (*session.Session, string, error)
+	Lookup(c session.Caller, name, token string) (*session.Session, error)
+	List(c session.Caller) []session.Info
+	Disconnect(s *session.Session) error
+	EndOwner(c session.Caller)
+}
+
+// Targets resolves where a new session runs.
+type Targets interface {
+	DefaultName() (string, error)
+	Named(name string) (session.Target, error)
+	AdHoc(p target.SSH) (session.Target, error)
+}
+
+// Deps are the collaborators and limits of a Server.
+type Deps struct {
+	Sessions Sessions
+	Targets  Targets
+	// MonitorURL turns a session's capability key into its browser URL.
+	MonitorURL func(key string) string
+	// Tenant names the tenant of every caller (one per server for now).
+	Tenant string
+	// CommandTimeout is ssh_exec's default timeout.
+	CommandTimeout time.Duration
+	// InlineOutputBytes is the most of each stream sent inline.
+	InlineOutputBytes int
+	// SpoolDir holds outputs too large to send inline.
+	SpoolDir string
+	Logger   *slog.Logger
+	// Version is reported to clients.
+	Version string
+}
+
+// Server is tandem's MCP server.
+type Server struct {
+	deps    Deps
+	log     *slog.Logger
+	srv     *mcp.Server
+	outputs *outputs
+
+	mu      sync.Mutex
+	callers map[*mcp.ServerSession]string
+}
+
+// New builds the MCP server with every tool registered.
+func New(d Deps) *Server {
+	s := &Server{deps: d, log: d.Logger, callers: map[*mcp.ServerSession]string{}}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.deps.Tenant == "" {
+		s.deps.Tenant = "default"
+	}
+	s.outputs = &outputs{dir: d.SpoolDir, m: map[string]storedOutput{}}
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: "tandem", Version: d.Version}, &mcp.ServerOptions{
+		Instructions: instructions,
+		Logger:       s.log,
+	})
+	s.register()
+	return s
+}
+
+const instructions = `tandem gives you shell sessions that a human can watch and type into. ` +
+	`Call ssh_connect once to get a sessionToken, then pass sessionName and sessionToken to every other tool. ` +
+	`If the human ran commands since your last call, your next call is refused once with user_activity_detected ` +
+	`and the full list of what they ran: read it, then retry.`
+
+// MCP returns the underlying go-sdk server, to run on a transport.
+func (s *Server) MCP() *mcp.Server { return s.srv }
+
+// caller identifies the connection a request came in on. Each connection
+// gets a random identity on first use, forgotten (and its sessions ended)
+// when it closes, so identities are never reused.
+func (s *Server) caller(ss *mcp.ServerSession) session.Caller {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.callers[ss]
+	if !ok {
+		b := make([]byte, 16)
+		_, _ = rand.Read(b)
+		id = "conn-" + hex.EncodeToString(b)
+		s.callers[ss] = id
+		go s.forget(ss, id)
+	}
+	return session.Caller{Tenant: s.deps.Tenant, ID: id}
+}
+
+func (s *Server) forget(ss *mcp.ServerSession, id string) {
+	_ = ss.Wait()
+	s.mu.Lock()
+	delete(s.callers, ss)
+	s.mu.Unlock()
+	s.deps.Sessions.EndOwner(session.Caller{Tenant: s.deps.Tenant, ID: id})
+}
+
+// handler adapts one tool: decode, run, render; no panic escapes.
+func handler[A any](s *Server, name string, run func(ctx context.Context, c session.Caller, a A) (reply, error)) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+		start := time.Now()
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("tool panicked", "tool", name, "panic", p, "stack", string(debug.Stack()))
+				res, err = errorResult(fail(codeInternal, "tandem hit an internal error running "+name+"; nothing else was affected. Please report this.", nil)), nil
+			}
+			s.log.Debug("tool call", "tool", name, "ms", time.Since(start).Milliseconds(), "isError", res != nil && res.IsError)
+		}()
+		var a A
+		if err := decodeArgs(req.Params.Arguments, &a); err != nil {
+			return errorResult(err), nil
+		}
+		r, err := run(ctx, s.caller(req.Session), a)
+		if err != nil {
+			return errorResult(err), nil
+		}
+		return result(r), nil
+	}
+}
+
+func (s *Server) register() {
+	add := func(name, desc string, in, out string, h mcp.ToolHandler) {
+		s.srv.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: json.RawMessage(in), OutputSchema: json.RawMessage(out)}, h)
+	}
+	add("ssh_connect", "Start a shell session on a configured target (or, where allowed, an SSH host) and get its sessionToken. A human can watch and type into the session from a browser.",
+		connectSchema, outputSchema(`"connection":{"type":"object"},"sessionToken":{"type":"string"}`),
+		handler(s, "ssh_connect", s.connect))
+	add("ssh_exec", "Run a command in the session's shared shell (cd, export and venvs persist). Returns stdout, stderr, exitCode, durationMs and cwd. Refused once with user_activity_detected if the human ran commands since your last call.",
+		execSchema, outputSchema(`"result":{"type":"object"},"commandId":{"type":"string"}`),
+		handler(s, "ssh_exec", s.exec))
+	add("ssh_list_sessions", "List your own sessions (never tokens).",
+		`{"type":"object","properties":{},"additionalProperties":false}`, outputSchema(`"sessions":{"type":"array"}`),
+		handler(s, "ssh_list_sessions", func(_ context.Context, c session.Caller, _ struct{}) (reply, error) { return s.list(c), nil }))
+	add("ssh_disconnect", "End the session: its shell and processes stop.",
+		sessionSchema, outputSchema(""),
+		handler(s, "ssh_disconnect", func(_ context.Context, c session.Caller, a sessionArgs) (reply, error) { return s.disconnect(c, a) }))
+	add("ssh_get_monitoring_url", "Get the browser URL where a human can watch and type into the session.",
+		sessionSchema, outputSchema(`"sessionName":{"type":"string"},"monitoringUrl":{"type":"string"}`),
+		handler(s, "ssh_get_monitoring_url", func(_ context.Context, c session.Caller, a sessionArgs) (reply, error) { return s.monitoringURL(c, a) }))
+	add("ssh_cancel", "Interrupt your running command: Ctrl-C, then SIGTERM and SIGKILL after a grace period.",
+		sessionSchema, outputSchema(`"result":{"type":"object"}`),
+		handler(s, "ssh_cancel", s.cancel))
+	s.srv.AddResourceTemplate(&mcp.ResourceTemplate{
+		Name: "command-output", URITemplate: outputURIPrefix + "{commandId}/{stream}", MIMEType: "text/plain",
+		Description: "The complete stdout or stderr of a command whose output was too large to send inline. Add ?page=N for page N.",
+	}, s.readResource)
+}
+
+func outputSchema(props string) string {
+	if props != "" {
+		props = "," + props
+	}
+	return fmt.Sprintf(`{"type":"object","properties":{"success":{"type":"boolean"},"error":{"type":"string"},"message":{"type":"string"}%s},"required":["success"]}`, props)
+}
+
+const sessionProps = `"sessionName":{"type":"string","description":"The name given to ssh_connect."},` +
+	`"sessionToken":{"type":"string","description":"The sessionToken ssh_connect returned."}`
+
+const sessionSchema = `{"type":"object","properties":{` + sessionProps + `},"required":["sessionName","sessionToken"],"additionalProperties":false}`
+
+const execSchema = `{"type":"object","properties":{` + sessionProps + `,` +
+	`"command":{"type":"string","description":"The command line, run by bash in the shared shell."},` +
+	`"timeoutSeconds":{"type":"number","description":"How long to wait (default 120). The command keeps running after it; see ssh_cancel."}},` +
+	`"required":["sessionName","sessionToken","command"],"additionalProperties":false}`
+
+const connectSchema = `{"type":"object","properties":{` +
+	`"name":{"type":"string","description":"A name for the session, unique among yours."},` +
+	`"target":{"type":"string","description":"A configured target name. Omit to use the only configured target."},` +
+	`"host":{"type":"string"},"port":{"type":"integer","default":22},"username":{"type":"string"},` +
+	`"password":{"type":"string"},"privateKey":{"type":"string","description":"Private key content."},` +
+	`"keyFilePath":{"type":"string"},"passphrase":{"type":"string"},"useAgent":{"type":"boolean"}},` +
+	`"required":["name"],"additionalProperties":false}`

@@ -1,0 +1,188 @@
+package mcp
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tandem-sh/tandem/internal/session"
+	"github.com/tandem-sh/tandem/internal/shell"
+	"github.com/tandem-sh/tandem/internal/target"
+)
+
+type connectArgs struct {
+	Name        string `json:"name"`
+	Target      string `json:"target"`
+	Host        string `json:"host"`
+	Port        int    `json:"port"`
+	Username    string `json:"username"`
+	Password    string `json:"password"`
+	PrivateKey  string `json:"privateKey"`
+	KeyFilePath string `json:"keyFilePath"`
+	Passphrase  string `json:"passphrase"`
+	UseAgent    bool   `json:"useAgent"`
+}
+
+type sessionArgs struct {
+	SessionName  string `json:"sessionName"`
+	SessionToken string `json:"sessionToken"`
+}
+
+type execArgs struct {
+	SessionName    string   `json:"sessionName"`
+	SessionToken   string   `json:"sessionToken"`
+	Command        string   `json:"command"`
+	TimeoutSeconds *float64 `json:"timeoutSeconds"`
+}
+
+func (s *Server) connect(ctx context.Context, c session.Caller, a connectArgs) (reply, error) {
+	if err := require("name", a.Name); err != nil {
+		return nil, err
+	}
+	adHoc := a.Host != "" || a.Username != "" || a.Password != "" || a.PrivateKey != "" || a.KeyFilePath != "" || a.UseAgent || a.Port != 0
+	if a.Target != "" && adHoc {
+		return nil, invalidArg("target", "cannot be combined with host parameters; pass either a target name or host, username and credentials")
+	}
+	var t session.Target
+	var err error
+	switch {
+	case adHoc:
+		if err := require("host", a.Host); err != nil {
+			return nil, err
+		}
+		if err := require("username", a.Username); err != nil {
+			return nil, err
+		}
+		if a.Port < 0 || a.Port > 65535 {
+			return nil, invalidArg("port", "must be between 1 and 65535")
+		}
+		t, err = s.deps.Targets.AdHoc(target.SSH{
+			Host: a.Host, Port: a.Port, Username: a.Username, Password: a.Password,
+			PrivateKey: a.PrivateKey, KeyFilePath: a.KeyFilePath, Passphrase: a.Passphrase, UseAgent: a.UseAgent,
+		})
+	default:
+		name := a.Target
+		if name == "" {
+			if name, err = s.deps.Targets.DefaultName(); err != nil {
+				return nil, err
+			}
+		}
+		t, err = s.deps.Targets.Named(name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	sess, tok, err := s.deps.Sessions.Create(ctx, c, a.Name, t)
+	if err != nil {
+		return nil, err
+	}
+	return ok(reply{
+		"connection":   connection(sess.Info()),
+		"sessionToken": tok,
+		"message":      "Session created. Use sessionToken for all subsequent commands.",
+	}), nil
+}
+
+func connection(i session.Info) reply {
+	return reply{
+		"name": i.Name, "target": i.Target, "host": i.Host, "port": i.Port, "username": i.Username,
+		"kind": i.Kind, "status": i.Status, "createdAt": i.CreatedAt.UTC().Format(time.RFC3339Nano),
+		"lastActivity": i.LastActivity.UTC().Format(time.RFC3339Nano), "cwd": i.Cwd,
+	}
+}
+
+// lookup authenticates a session call: name and token first, then the gate
+// for tools that do not run a command (Exec checks it atomically itself).
+func (s *Server) lookup(c session.Caller, a sessionArgs) (*session.Session, error) {
+	if a.SessionName == "" {
+		return nil, invalidToken("")
+	}
+	if a.SessionToken == "" {
+		return nil, invalidToken(a.SessionName)
+	}
+	return s.deps.Sessions.Lookup(c, a.SessionName, a.SessionToken)
+}
+
+func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply, error) {
+	sess, err := s.lookup(c, sessionArgs{a.SessionName, a.SessionToken})
+	if err != nil {
+		return nil, err
+	}
+	if err := require("command", a.Command); err != nil {
+		return nil, err
+	}
+	timeout := s.deps.CommandTimeout
+	if a.TimeoutSeconds != nil {
+		if *a.TimeoutSeconds <= 0 || *a.TimeoutSeconds > 86400 {
+			return nil, invalidArg("timeoutSeconds", "must be more than 0 and at most 86400")
+		}
+		timeout = time.Duration(*a.TimeoutSeconds * float64(time.Second))
+	}
+	id := newCommandID()
+	rec, err := sess.Exec(ctx, a.Command, timeout)
+	if err != nil {
+		if f := classify(err); f.code == codeTimeout {
+			f.fields["commandId"] = id
+			return nil, f
+		}
+		return nil, err
+	}
+	return ok(reply{"result": s.output(c, sess, id, rec), "commandId": id}), nil
+}
+
+// execResult is the result object of a command, output inline.
+func execResult(r shell.Record) reply {
+	out := reply{"exitCode": exitCode(r), "durationMs": r.Duration.Milliseconds(), "cwd": r.Cwd}
+	putStream(out, "stdout", r.Stdout)
+	putStream(out, "stderr", r.Stderr)
+	return out
+}
+
+func (s *Server) list(c session.Caller) reply {
+	infos := s.deps.Sessions.List(c)
+	out := make([]any, 0, len(infos))
+	for _, i := range infos {
+		out = append(out, reply{
+			"name": i.Name, "target": i.Target, "kind": i.Kind, "status": i.Status,
+			"createdAt":    i.CreatedAt.UTC().Format(time.RFC3339Nano),
+			"lastActivity": i.LastActivity.UTC().Format(time.RFC3339Nano), "cwd": i.Cwd,
+		})
+	}
+	return ok(reply{"sessions": out})
+}
+
+func (s *Server) disconnect(c session.Caller, a sessionArgs) (reply, error) {
+	sess, err := s.lookup(c, a)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.deps.Sessions.Disconnect(sess); err != nil {
+		return nil, err
+	}
+	return ok(reply{"message": fmt.Sprintf("Session '%s' disconnected; its shell and processes have ended.", sess.Name)}), nil
+}
+
+func (s *Server) monitoringURL(c session.Caller, a sessionArgs) (reply, error) {
+	sess, err := s.lookup(c, a)
+	if err != nil {
+		return nil, err
+	}
+	if err := sess.Gate(); err != nil {
+		return nil, err
+	}
+	return ok(reply{"sessionName": sess.Name, "monitoringUrl": s.deps.MonitorURL(sess.MonitorKey())}), nil
+}
+
+func (s *Server) cancel(ctx context.Context, c session.Caller, a sessionArgs) (reply, error) {
+	sess, err := s.lookup(c, a)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := sess.Cancel(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ok(reply{"message": "The command was interrupted.", "result": execResult(rec)}), nil
+}

@@ -1,0 +1,306 @@
+package session
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/tandem-sh/tandem/internal/shell"
+)
+
+// Errors the mcp layer maps to stable codes.
+var (
+	// ErrInvalidToken covers an unknown name, another caller's session and a
+	// wrong token alike, so a caller learns nothing about sessions not its own.
+	ErrInvalidToken = errors.New("invalid or missing session token")
+	ErrNameTaken    = errors.New("session name already in use")
+	ErrInvalidName  = errors.New("invalid session name")
+)
+
+// TokenError is ErrInvalidToken for one session name.
+type TokenError struct{ Name string }
+
+func (e *TokenError) Error() string { return fmt.Sprintf("invalid or missing session token for session %q", e.Name) }
+
+// Unwrap lets errors.Is match ErrInvalidToken.
+func (e *TokenError) Unwrap() error { return ErrInvalidToken }
+
+// EndedError is returned for a session of the caller's that has ended.
+type EndedError struct {
+	Name   string
+	Reason string
+	At     time.Time
+}
+
+func (e *EndedError) Error() string {
+	return fmt.Sprintf("session %q ended (%s)", e.Name, e.Reason)
+}
+
+// Options configures a Manager. A nil *Options means all defaults.
+type Options struct {
+	// Logger receives lifecycle logs. Nil discards them.
+	Logger *slog.Logger
+	// IdleTimeout ends a session with no agent call and no human input for
+	// this long; zero means 30 minutes.
+	IdleTimeout time.Duration
+	// MaxLifetime ends a session this long after it started; zero means 12 hours.
+	MaxLifetime time.Duration
+	// Cols and Rows are the initial terminal size; zero means 120x32.
+	Cols, Rows int
+	// OnEnd, if set, is told when a session ends and why.
+	OnEnd func(s *Session, reason string)
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+type key struct{ tenant, name string }
+
+// Manager is the registry of live sessions.
+type Manager struct {
+	opts Options
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[key]*Session
+	reserved map[key]bool
+	ended    map[key]*Session // last ended session per name, for clear errors
+	byKey    map[[32]byte]*Session
+}
+
+// NewManager returns an empty registry.
+func NewManager(opts *Options) *Manager {
+	m := &Manager{
+		sessions: map[key]*Session{},
+		reserved: map[key]bool{},
+		ended:    map[key]*Session{},
+		byKey:    map[[32]byte]*Session{},
+	}
+	if opts != nil {
+		m.opts = *opts
+	}
+	if m.opts.IdleTimeout <= 0 {
+		m.opts.IdleTimeout = 30 * time.Minute
+	}
+	if m.opts.MaxLifetime <= 0 {
+		m.opts.MaxLifetime = 12 * time.Hour
+	}
+	m.log = m.opts.Logger
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	return m
+}
+
+// Create starts a shell on t and registers it as name, owned by c. It
+// returns the session token, which is shown once and kept only as a hash.
+func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (*Session, string, error) {
+	if !nameRE.MatchString(name) {
+		return nil, "", fmt.Errorf("%w: %q must be 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit", ErrInvalidName, name)
+	}
+	k := key{c.Tenant, name}
+	m.mu.Lock()
+	if m.sessions[k] != nil || m.reserved[k] {
+		m.mu.Unlock()
+		return nil, "", fmt.Errorf("%w: %q", ErrNameTaken, name)
+	}
+	m.reserved[k] = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.reserved, k)
+		m.mu.Unlock()
+	}()
+
+	tok, err := newToken(24)
+	if err != nil {
+		return nil, "", err
+	}
+	mk, err := newToken(32)
+	if err != nil {
+		return nil, "", err
+	}
+	now := time.Now()
+	s := &Session{
+		ID: newID(), Name: name, Target: t, CreatedAt: now, caller: c,
+		tokenHash: hashToken(tok), monitorKey: mk, lastActivity: now,
+	}
+	sh, err := shell.Start(ctx, t.Dialer, &shell.Options{
+		Logger: m.log.With("session", name), Cols: m.opts.Cols, Rows: m.opts.Rows,
+		OnCommand: s.userCommand,
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("connect %q: %w", name, err)
+	}
+	s.sh = sh
+	m.mu.Lock()
+	m.sessions[k] = s
+	delete(m.ended, k)
+	m.byKey[sha256.Sum256([]byte(mk))] = s
+	m.mu.Unlock()
+	go m.watch(s)
+	m.log.Info("session started", "session", name, "target", t.Name, "kind", t.Kind)
+	return s, tok, nil
+}
+
+// watch ends the session when its shell dies on its own.
+func (m *Manager) watch(s *Session) {
+	<-s.sh.Done()
+	m.end(s, EndConnectionLost)
+}
+
+// Lookup returns the caller's session if the token matches. Every failure
+// that could reveal another caller's session is ErrInvalidToken.
+func (m *Manager) Lookup(c Caller, name, token string) (*Session, error) {
+	k := key{c.Tenant, name}
+	m.mu.Lock()
+	s := m.sessions[k]
+	ended := m.ended[k]
+	m.mu.Unlock()
+	if s == nil && ended != nil && ended.caller == c && tokenMatches(ended.tokenHash, token) {
+		ended.mu.Lock()
+		defer ended.mu.Unlock()
+		return nil, &EndedError{Name: name, Reason: ended.endReason, At: ended.endedAt}
+	}
+	if s == nil || s.caller != c || token == "" || !tokenMatches(s.tokenHash, token) {
+		return nil, &TokenError{Name: name}
+	}
+	if err := s.sh.Err(); err != nil {
+		m.end(s, EndConnectionLost)
+		return nil, &EndedError{Name: name, Reason: EndConnectionLost, At: time.Now()}
+	}
+	return s, nil
+}
+
+// List returns the caller's own live sessions, oldest first.
+func (m *Manager) List(c Caller) []Info {
+	m.mu.Lock()
+	var mine []*Session
+	for _, s := range m.sessions {
+		if s.caller == c {
+			mine = append(mine, s)
+		}
+	}
+	m.mu.Unlock()
+	out := make([]Info, 0, len(mine))
+	for _, s := range mine {
+		out = append(out, s.Info())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out
+}
+
+// ByMonitorKey finds the session a capability key opens.
+func (m *Manager) ByMonitorKey(k string) (*Session, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.byKey[sha256.Sum256([]byte(k))]
+	return s, ok
+}
+
+// Disconnect ends the session and its processes.
+func (m *Manager) Disconnect(s *Session) error {
+	if err := s.Gate(); err != nil {
+		return err
+	}
+	m.end(s, EndDisconnected)
+	return nil
+}
+
+// end closes the session once; later calls are no-ops.
+func (m *Manager) end(s *Session, reason string) {
+	s.mu.Lock()
+	if s.endReason != "" {
+		s.mu.Unlock()
+		return
+	}
+	s.endReason, s.endedAt = reason, time.Now()
+	s.mu.Unlock()
+	k := key{s.caller.Tenant, s.Name}
+	m.mu.Lock()
+	if m.sessions[k] == s {
+		delete(m.sessions, k)
+		m.ended[k] = s
+	}
+	delete(m.byKey, sha256.Sum256([]byte(s.monitorKey)))
+	m.mu.Unlock()
+	_ = s.sh.Close()
+	m.log.Info("session ended", "session", s.Name, "reason", reason)
+	if m.opts.OnEnd != nil {
+		m.opts.OnEnd(s, reason)
+	}
+}
+
+// Run enforces leases until ctx ends, then ends every session.
+func (m *Manager) Run(ctx context.Context) {
+	tick := time.NewTicker(m.tickEvery())
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			m.Shutdown()
+			return
+		case now := <-tick.C:
+			m.reap(now)
+		}
+	}
+}
+
+func (m *Manager) tickEvery() time.Duration {
+	d := min(m.opts.IdleTimeout, m.opts.MaxLifetime) / 10
+	return max(min(d, 10*time.Second), 50*time.Millisecond)
+}
+
+func (m *Manager) reap(now time.Time) {
+	m.mu.Lock()
+	all := make([]*Session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		all = append(all, s)
+	}
+	m.mu.Unlock()
+	for _, s := range all {
+		s.mu.Lock()
+		idle := now.Sub(s.lastActivity)
+		s.mu.Unlock()
+		switch {
+		case now.Sub(s.CreatedAt) >= m.opts.MaxLifetime:
+			m.end(s, EndMaxLifetime)
+		case idle >= m.opts.IdleTimeout:
+			m.end(s, EndIdleTimeout)
+		}
+	}
+}
+
+// Shutdown ends every live session.
+func (m *Manager) Shutdown() {
+	m.mu.Lock()
+	all := make([]*Session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		all = append(all, s)
+	}
+	m.mu.Unlock()
+	for _, s := range all {
+		m.end(s, EndServerShutdown)
+	}
+}
+
+// EndOwner ends every session of a caller that has gone away: nobody else
+// can ever use them.
+func (m *Manager) EndOwner(c Caller) {
+	m.mu.Lock()
+	var mine []*Session
+	for _, s := range m.sessions {
+		if s.caller == c {
+			mine = append(mine, s)
+		}
+	}
+	m.mu.Unlock()
+	for _, s := range mine {
+		m.end(s, EndDisconnected)
+	}
+}

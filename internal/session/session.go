@@ -1,0 +1,223 @@
+// Package session owns tandem's live sessions: the registry keyed by
+// (tenant, name), ownership by the caller that created a session, session
+// tokens (random, stored only as hashes, compared in constant time), the
+// user-activity gate, and leases (idle timeout, maximum lifetime). It drives
+// shells through package shell and does not know whether a shell is SSH or
+// local, nor anything of MCP.
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tandem-sh/tandem/internal/shell"
+)
+
+// Caller identifies who makes a call: the tenant and the connection (or
+// claim subject) that owns what it creates.
+type Caller struct {
+	Tenant string
+	ID     string
+}
+
+// Target is a resolved place to run a shell.
+type Target struct {
+	// Name is the configured target name, or "" for ad-hoc SSH parameters.
+	Name     string
+	Kind     string // "ssh" or "local"
+	Host     string
+	Port     int
+	Username string
+	Dialer   shell.Dialer
+}
+
+// Status values reported for sessions.
+const (
+	StatusActive = "active"
+	StatusEnded  = "ended"
+)
+
+// Reasons a session ended.
+const (
+	EndDisconnected   = "disconnected"
+	EndIdleTimeout    = "idle_timeout"
+	EndMaxLifetime    = "max_lifetime"
+	EndConnectionLost = "connection_lost"
+	EndServerShutdown = "server_shutdown"
+)
+
+// Session is one named shell owned by one caller.
+type Session struct {
+	ID        string
+	Name      string
+	Target    Target
+	CreatedAt time.Time
+
+	caller     Caller
+	tokenHash  [32]byte
+	monitorKey string
+	sh         *shell.Shell
+
+	mu           sync.Mutex
+	lastActivity time.Time
+	pending      []shell.Record
+	endReason    string
+	endedAt      time.Time
+}
+
+// Info is what a caller may see of its own session. It never holds a token.
+type Info struct {
+	Name         string
+	Target       string
+	Kind         string
+	Host         string
+	Port         int
+	Username     string
+	Status       string
+	CreatedAt    time.Time
+	LastActivity time.Time
+	Cwd          string
+}
+
+// Info describes the session.
+func (s *Session) Info() Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := StatusActive
+	if s.endReason != "" {
+		st = StatusEnded
+	}
+	return Info{
+		Name: s.Name, Target: s.Target.Name, Kind: s.Target.Kind, Host: s.Target.Host,
+		Port: s.Target.Port, Username: s.Target.Username, Status: st,
+		CreatedAt: s.CreatedAt, LastActivity: s.lastActivity, Cwd: s.sh.Cwd(),
+	}
+}
+
+// MonitorKey is the capability key of the session's browser terminal.
+func (s *Session) MonitorKey() string { return s.monitorKey }
+
+func (s *Session) touch() {
+	s.mu.Lock()
+	s.lastActivity = time.Now()
+	s.mu.Unlock()
+}
+
+// GateError blocks an agent call because the human ran commands since the
+// agent's last call. Returning it resets the gate.
+type GateError struct {
+	Since    time.Time
+	Commands []shell.Record
+}
+
+func (e *GateError) Error() string {
+	return fmt.Sprintf("%d user commands executed since the last agent command", len(e.Commands))
+}
+
+// Gate trips once if the human ran commands since the agent's last call:
+// it returns them all, in order, and resets. There is no way around it.
+func (s *Session) Gate() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tripLocked()
+}
+
+func (s *Session) tripLocked() error {
+	if len(s.pending) == 0 {
+		return nil
+	}
+	e := &GateError{Since: s.pending[0].Started, Commands: s.pending}
+	s.pending = nil
+	return e
+}
+
+func (s *Session) userCommand(r shell.Record) {
+	s.mu.Lock()
+	s.pending = append(s.pending, r)
+	s.lastActivity = time.Now()
+	s.mu.Unlock()
+}
+
+// Exec passes the gate and runs command in the session's shell. The gate is
+// checked atomically with the shell's idle check, so no human command can
+// slip between them.
+func (s *Session) Exec(ctx context.Context, command string, timeout time.Duration) (shell.Record, error) {
+	s.touch()
+	rec, err := s.sh.Exec(ctx, command, shell.ExecOptions{Timeout: timeout, Admit: s.Gate})
+	s.touch()
+	if err != nil {
+		return rec, s.wrapShellErr(err)
+	}
+	return rec, nil
+}
+
+// Cancel interrupts the agent's running command.
+func (s *Session) Cancel(ctx context.Context) (shell.Record, error) {
+	if err := s.Gate(); err != nil {
+		return shell.Record{}, err
+	}
+	s.touch()
+	rec, err := s.sh.Cancel(ctx, 2*time.Second)
+	if err != nil {
+		return rec, s.wrapShellErr(err)
+	}
+	return rec, nil
+}
+
+func (s *Session) wrapShellErr(err error) error {
+	if errors.Is(err, shell.ErrConnectionLost) {
+		return fmt.Errorf("session %q: %w", s.Name, err)
+	}
+	return err
+}
+
+// Name is the session's name, for the browser terminal.
+func (s *Session) DisplayName() string { return s.Name }
+
+// Watch streams the terminal to a viewer; see shell.Shell.Watch.
+func (s *Session) Watch(ctx context.Context, fn func(p []byte) error) error {
+	return s.sh.Watch(ctx, fn)
+}
+
+// Input types a human's keystrokes into the terminal.
+func (s *Session) Input(ctx context.Context, p []byte) error {
+	s.touch()
+	return s.sh.Input(ctx, p)
+}
+
+// Resize resizes the terminal.
+func (s *Session) Resize(ctx context.Context, cols, rows int) error {
+	return s.sh.Resize(ctx, cols, rows)
+}
+
+// Err reports why the session's shell is unusable, or nil.
+func (s *Session) Err() error { return s.sh.Err() }
+
+func newToken(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+func newID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func hashToken(tok string) [32]byte { return sha256.Sum256([]byte(tok)) }
+
+func tokenMatches(h [32]byte, tok string) bool {
+	got := hashToken(tok)
+	return subtle.ConstantTimeCompare(h[:], got[:]) == 1
+}

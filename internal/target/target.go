@@ -1,0 +1,135 @@
+// Package target resolves where a session runs: a target named in
+// tandem.yaml, or ad-hoc SSH parameters where the config allows them. It is
+// the one place that turns configuration into a shell backend (ssh or
+// local), so the layers above never build a backend themselves.
+package target
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tandem-sh/tandem/internal/config"
+	"github.com/tandem-sh/tandem/internal/sandbox"
+	"github.com/tandem-sh/tandem/internal/session"
+	"github.com/tandem-sh/tandem/internal/shell/local"
+	"github.com/tandem-sh/tandem/internal/shell/sshconn"
+)
+
+// Errors the mcp layer maps to stable codes.
+var (
+	ErrUnknown            = errors.New("unknown target")
+	ErrAdHocRefused       = errors.New("ad-hoc host parameters are not allowed")
+	ErrSandboxUnavailable = errors.New("sandbox unavailable")
+)
+
+// SSH holds ad-hoc connection parameters as an agent passes them.
+type SSH struct {
+	Host        string
+	Port        int
+	Username    string
+	Password    string
+	PrivateKey  string
+	KeyFilePath string
+	Passphrase  string
+	UseAgent    bool
+}
+
+// Resolver turns target names and ad-hoc parameters into session targets.
+type Resolver struct {
+	Config *config.Config
+	// Stdio says whether the server runs over stdio (ad hoc allowed by default).
+	Stdio bool
+	// Self is tandem's own executable, re-executed as the sandbox launcher.
+	Self string
+	// Home is the server user's home directory (known_hosts default).
+	Home string
+	// AgentSocket is SSH_AUTH_SOCK of the server, for useAgent.
+	AgentSocket string
+	// RunDir is where local sessions get their private run dirs; it must lie
+	// outside what sandboxed shells may read.
+	RunDir string
+	// Env is the base environment of local shells.
+	Env []string
+	// User is the server's user name, reported for local sessions.
+	User string
+}
+
+// DefaultName is the target used when ssh_connect names none: the only
+// configured target, if there is exactly one.
+func (r *Resolver) DefaultName() (string, error) {
+	if len(r.Config.Targets) == 1 {
+		return r.Config.Targets[0].Name, nil
+	}
+	return "", fmt.Errorf("%w: no target given; choose one of: %s", ErrUnknown, r.names())
+}
+
+func (r *Resolver) names() string {
+	var n []string
+	for _, t := range r.Config.Targets {
+		n = append(n, t.Name)
+	}
+	if len(n) == 0 {
+		return "(none configured)"
+	}
+	return strings.Join(n, ", ")
+}
+
+// Named resolves a configured target.
+func (r *Resolver) Named(name string) (session.Target, error) {
+	t, ok := r.Config.Target(name)
+	if !ok {
+		return session.Target{}, fmt.Errorf("%w %q: configured targets are %s", ErrUnknown, name, r.names())
+	}
+	keepalive := time.Duration(r.Config.Limits.KeepaliveInterval)
+	switch t.Kind {
+	case "local":
+		o := &local.Options{
+			Workspace: t.Workspace, Network: t.Network, NoSandbox: t.Sandbox == "none",
+			Self: r.Self, RunDirParent: r.RunDir, Env: r.Env,
+		}
+		if !o.NoSandbox {
+			if err := (sandbox.Policy{Network: t.Network}).Supported(); err != nil {
+				return session.Target{}, fmt.Errorf("%w: target %q needs Landlock: %v; set sandbox: none on the target to run it unconfined", ErrSandboxUnavailable, name, err)
+			}
+		}
+		return session.Target{Name: name, Kind: "local", Host: "localhost", Username: r.User, Dialer: o}, nil
+	default:
+		o := &sshconn.Options{
+			Host: t.Host, Port: t.Port, User: t.User, KeyFile: t.KeyFile, UseAgent: t.UseAgent,
+			AgentSocket: r.AgentSocket, KnownHostsFile: r.knownHosts(t.KnownHosts),
+			HostKeyPolicy: sshconn.HostKeyPolicy(t.HostKeyPolicy), KeepaliveInterval: keepalive,
+		}
+		return session.Target{Name: name, Kind: "ssh", Host: t.Host, Port: t.Port, Username: t.User, Dialer: o}, nil
+	}
+}
+
+// AdHoc resolves ad-hoc SSH parameters, if the config allows them.
+func (r *Resolver) AdHoc(p SSH) (session.Target, error) {
+	if !r.Config.AdHocAllowed(r.Stdio) {
+		return session.Target{}, ErrAdHocRefused
+	}
+	if p.Port == 0 {
+		p.Port = 22
+	}
+	o := &sshconn.Options{
+		Host: p.Host, Port: p.Port, User: p.Username, Password: p.Password,
+		PrivateKey: []byte(p.PrivateKey), KeyFile: p.KeyFilePath, Passphrase: p.Passphrase,
+		UseAgent: p.UseAgent, AgentSocket: r.AgentSocket, KnownHostsFile: r.knownHosts(""),
+		KeepaliveInterval: time.Duration(r.Config.Limits.KeepaliveInterval),
+	}
+	if len(o.PrivateKey) == 0 {
+		o.PrivateKey = nil
+	}
+	return session.Target{Kind: "ssh", Host: p.Host, Port: p.Port, Username: p.Username, Dialer: o}, nil
+}
+
+func (r *Resolver) knownHosts(configured string) string {
+	if configured != "" {
+		return configured
+	}
+	return filepath.Join(r.Home, ".ssh", "known_hosts")
+}
+
