@@ -1,0 +1,27 @@
+// Command tandem is an MCP server that gives AI agents isolated shell
+// sessions a human can watch and type into from a browser.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/tandem-sh/tandem/internal/sandbox"
+)
+
+func main() {
+	// The sandbox launcher re-executes tandem; it must not reach cobra.
+	if len(os.Args) > 1 && os.Args[1] == sandbox.ArgName {
+		os.Exit(sandbox.Main(os.Args[2:]))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tandem:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/tandem-sh/tandem/internal/config"
+	"github.com/tandem-sh/tandem/internal/mcp"
+	"github.com/tandem-sh/tandem/internal/session"
+	"github.com/tandem-sh/tandem/internal/target"
+	"github.com/tandem-sh/tandem/internal/web"
+)
+
+type serveFlags struct {
+	config   string
+	web      string
+	dataDir  string
+	logLevel string
+}
+
+func serveCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	var f serveFlags
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve MCP over stdio (what MCP clients launch)",
+		Long: "Serve MCP over stdio. With no --config, one sandboxed local target named \"local\" is offered, " +
+			"rooted at the current directory. The browser terminal listens on --web (loopback).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return serve(cmd.Context(), f, stdin, stdout, stderr)
+		},
+	}
+	c.Flags().StringVar(&f.config, "config", "", "path of tandem.yaml (default: none, the embedded defaults)")
+	c.Flags().StringVar(&f.web, "web", "127.0.0.1:7777", "address of the browser terminal; a taken port falls back to a free one")
+	c.Flags().StringVar(&f.dataDir, "data-dir", "", "state directory (default $XDG_STATE_HOME/tandem or ~/.local/state/tandem)")
+	c.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
+	return c
+}
+
+func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io.Writer) error {
+	log, err := newLogger(stderr, f.logLevel)
+	if err != nil {
+		return err
+	}
+	home, _ := os.UserHomeDir()
+	cfg, err := loadConfig(f.config, home)
+	if err != nil {
+		return err
+	}
+	dataDir := f.dataDir
+	if dataDir == "" {
+		dataDir = defaultDataDir(home)
+	}
+	runDir, spoolDir := filepath.Join(dataDir, "run"), filepath.Join(dataDir, "spool")
+	for _, d := range []string{dataDir, runDir, spoolDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("data dir: %w", err)
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable: %w", err)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ln, err := web.Listen(ctx, f.web, &web.ListenOptions{Logger: log})
+	if err != nil {
+		return err
+	}
+	base := "http://" + ln.Addr().String()
+	sessions := session.NewManager(&session.Options{
+		Logger:      log,
+		IdleTimeout: time.Duration(cfg.Limits.IdleTimeout),
+		MaxLifetime: time.Duration(cfg.Limits.MaxLifetime),
+	})
+	webDone := make(chan error, 1)
+	go func() { webDone <- web.New(webSessions{sessions}, &web.Options{Logger: log}).Serve(ctx, ln) }()
+	leasesDone := make(chan struct{})
+	go func() { sessions.Run(ctx); close(leasesDone) }()
+
+	srv := mcp.New(mcp.Deps{
+		Sessions: sessions,
+		Targets: &target.Resolver{
+			Config: cfg, Stdio: true, Self: self, Home: home, AgentSocket: os.Getenv("SSH_AUTH_SOCK"),
+			RunDir: runDir, Env: shellEnv(), User: currentUser(),
+		},
+		MonitorURL:        func(key string) string { return web.MonitorURL(base, key) },
+		CommandTimeout:    time.Duration(cfg.Limits.CommandTimeout),
+		InlineOutputBytes: cfg.Limits.InlineOutputBytes,
+		SpoolDir:          spoolDir,
+		Logger:            log,
+		Version:           version,
+	})
+	log.Info("tandem serving MCP over stdio", "web", base, "dataDir", dataDir, "targets", len(cfg.Targets))
+	err = srv.MCP().Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+	cancel()
+	<-leasesDone
+	if werr := <-webDone; werr != nil && !errors.Is(werr, context.Canceled) {
+		log.Warn("web server", "err", werr)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("mcp: %w", err)
+	}
+	return nil
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// webSessions lets the browser terminal open a session by capability key.
+type webSessions struct{ m *session.Manager }
+
+func (w webSessions) Terminal(key string) (web.Terminal, bool) {
+	s, ok := w.m.ByMonitorKey(key)
+	if !ok {
+		return nil, false
+	}
+	return webTerminal{s}, true
+}
+
+type webTerminal struct{ *session.Session }
+
+func (t webTerminal) Name() string { return t.Session.Name }
+
+func loadConfig(path, home string) (*config.Config, error) {
+	if path == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		return config.Default(wd), nil
+	}
+	return config.Load(path, home)
+}
+
+func defaultDataDir(home string) string {
+	if x := os.Getenv("XDG_STATE_HOME"); x != "" {
+		return filepath.Join(x, "tandem")
+	}
+	return filepath.Join(home, ".local", "state", "tandem")
+}
+
+// shellEnv is the environment local shells start from: enough to work,
+// never tandem's own secrets.
+func shellEnv() []string {
+	var env []string
+	for _, k := range []string{"PATH", "LANG", "LC_ALL", "USER", "LOGNAME", "SHELL", "TZ"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+func currentUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return "unknown"
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
+		return nil, fmt.Errorf("--log-level: %q is not debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}

@@ -1,0 +1,111 @@
+package sandbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Exit codes of Main when it cannot run the program, following env(1) and
+// timeout(1): the program's own exit codes pass through untouched.
+const (
+	exitRefused  = 125 // bad arguments, or the sandbox cannot be applied
+	exitNoExec   = 126 // the program exists but could not be executed
+	exitNotFound = 127 // the program was not found on PATH
+)
+
+// Main is the sandbox launcher: the body of "tandem __sandbox <policy> --
+// argv...", given the arguments after ArgName. It applies the policy with
+// Landlock at the kernel's best ABI, drops all capabilities, and execs
+// argv[0] (looked up on PATH) with the launcher's environment. It returns
+// only on failure, with a message on stderr and exit code 125 when the
+// sandbox cannot be set up: it never runs the program less confined than
+// the policy says.
+func Main(args []string) int {
+	p, argv, err := parseArgs(args)
+	if err != nil {
+		return fail(exitRefused, err)
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return fail(exitNotFound, err)
+	}
+
+	// Capabilities are per thread and execve keeps the caller's thread, so
+	// the thread that drops them must be the one that execs.
+	runtime.LockOSThread()
+	abi := kernelABI()
+	if err := requirement(abi, p); err != nil {
+		return fail(exitRefused, fmt.Errorf("refusing to run %s: %w", argv[0], err))
+	}
+	if err := restrict(abi, p); err != nil {
+		return fail(exitRefused, fmt.Errorf("refusing to run %s: apply landlock: %w", argv[0], err))
+	}
+	if err := dropCapabilities(); err != nil {
+		return fail(exitRefused, fmt.Errorf("refusing to run %s: drop capabilities: %w", argv[0], err))
+	}
+	err = syscall.Exec(path, argv, os.Environ())
+	return fail(exitNoExec, fmt.Errorf("exec %s: %w", path, err))
+}
+
+// fail reports err the way a launcher does (prefixed, on stderr) and
+// returns code for the caller to exit with.
+func fail(code int, err error) int {
+	fmt.Fprintf(os.Stderr, "tandem sandbox: %v\n", err)
+	return code
+}
+
+// parseArgs splits "<policy JSON> -- argv..." as built by Command.
+func parseArgs(args []string) (Policy, []string, error) {
+	const usage = "usage: " + ArgName + " <policy> -- program [args...]"
+	if len(args) < 3 || args[1] != "--" || args[2] == "" {
+		return Policy{}, nil, errors.New(usage)
+	}
+	var p Policy
+	dec := json.NewDecoder(bytes.NewReader([]byte(args[0])))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return Policy{}, nil, fmt.Errorf("decode policy: %w (%s)", err, usage)
+	}
+	if err := p.validate(); err != nil {
+		return Policy{}, nil, err
+	}
+	return p, args[2:], nil
+}
+
+// dropCapabilities empties every capability set of the calling thread, so
+// that a launcher started as root does not hand root's powers (loading
+// kernel modules, raw I/O, rebooting, bypassing file permissions) to the
+// program: Landlock confines paths and ports, not those. Landlock has set
+// no_new_privs already, so execve cannot grant capabilities back.
+func dropCapabilities() error {
+	// The bounding set can only shrink with CAP_SETPCAP; without it the
+	// permitted set is what matters, and that is cleared below regardless.
+	for c := 0; c < 64; c++ {
+		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EPERM) {
+			break // past the last capability, or not allowed to shrink it
+		}
+		if err != nil {
+			return fmt.Errorf("prctl(PR_CAPBSET_DROP, %d): %w", c, err)
+		}
+	}
+	// EINVAL: kernels before 4.3 have no ambient set, so nothing to clear.
+	err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	if err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("prctl(PR_CAP_AMBIENT_CLEAR_ALL): %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var none [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &none[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,128 @@
+// Package sandbox confines a program with Landlock before it runs.
+//
+// Landlock restricts the calling process and everything it later starts,
+// and it cannot be lifted. tandem must stay unrestricted, so it confines a
+// shell by re-executing its own binary as a tiny launcher ("tandem
+// __sandbox ..."), which applies the policy to itself and then execs the
+// shell. Command builds that re-exec; Main is the launcher.
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+)
+
+// ArgName is the first argument that turns a tandem binary (or a test
+// binary) into the sandbox launcher. Entry points check
+// os.Args[1] == ArgName and hand os.Args[2:] to Main.
+const ArgName = "__sandbox"
+
+// ErrUnsupported is wrapped by every error that says the running kernel
+// cannot enforce a Policy. Callers match it to refuse sandboxed targets up
+// front rather than run them with weaker isolation than configured.
+var ErrUnsupported = errors.New("kernel cannot enforce the sandbox")
+
+// minNetABI is the first Landlock ABI that can restrict TCP bind/connect.
+const minNetABI = 4
+
+// Policy is what a sandboxed program may touch. Everything not granted is
+// denied: files outside ReadWrite and ReadOnly, and TCP unless Network.
+// The scope is fixed when the program starts and can never widen.
+type Policy struct {
+	// ReadWrite lists absolute paths (directories or files) the program
+	// may read, write, create in, delete from and execute. Each must exist.
+	ReadWrite []string `json:"rw,omitempty"`
+	// ReadOnly lists absolute paths the program may read and execute.
+	// Paths that do not exist are skipped: there is nothing to read.
+	ReadOnly []string `json:"ro,omitempty"`
+	// Network allows TCP bind and connect. When false, both are denied for
+	// every port (and, on kernels with Landlock ABI 10+, UDP as well).
+	Network bool `json:"net,omitempty"`
+}
+
+// DefaultReadOnly returns the system directories a shell needs to find and
+// run programs, libraries and configuration. /tmp is included so that
+// `cd /tmp` and reading shared temp files work; writing there is not
+// allowed (TMPDIR should point at a read-write directory instead). Home
+// directories (/root, /home) are deliberately absent, and so is /dev: the
+// launcher grants the harmless terminal and null devices one by one rather
+// than the whole of /dev, which holds raw disks and memory devices.
+func DefaultReadOnly() []string {
+	return []string{
+		"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+		"/etc", "/opt", "/var", "/tmp", "/proc", "/sys", "/run",
+	}
+}
+
+// Command returns the command that runs argv confined by p: self (the
+// absolute path of the tandem executable, or of a test binary whose
+// TestMain dispatches ArgName to Main) re-executed as
+// "self __sandbox <policy as JSON> -- argv...". The policy is not secret;
+// it is visible in the launcher's argv only until the exec of argv[0].
+// The caller sets Dir, Env and the standard streams as for any command.
+func Command(self string, p Policy, argv []string) (*exec.Cmd, error) {
+	if !filepath.IsAbs(self) {
+		return nil, fmt.Errorf("sandbox command: launcher path %q is not absolute", self)
+	}
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, errors.New("sandbox command: no program to run")
+	}
+	if err := p.validate(); err != nil {
+		return nil, fmt.Errorf("sandbox command: %w", err)
+	}
+	enc, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox command: encode policy: %w", err)
+	}
+	args := append([]string{ArgName, string(enc), "--"}, argv...)
+	return exec.Command(self, args...), nil
+}
+
+// Supported reports whether the running kernel can enforce p in full. It
+// lets callers refuse sandboxed targets with a clear message before
+// starting anything; Main performs the same check and refuses to run the
+// program when it fails. The error wraps ErrUnsupported.
+func (p Policy) Supported() error {
+	return requirement(kernelABI(), p)
+}
+
+// kernelABI returns the Landlock ABI version of the running kernel, or 0
+// when Landlock is missing or disabled.
+func kernelABI() int {
+	v, err := llsys.LandlockGetABIVersion()
+	if err != nil || v < 0 {
+		return 0
+	}
+	return v
+}
+
+// requirement is the refusal rule: Landlock must exist, and a policy that
+// turns the network off needs an ABI that can restrict TCP. Anything less
+// would silently run the program with weaker isolation than configured.
+func requirement(abi int, p Policy) error {
+	if abi < 1 {
+		return fmt.Errorf("%w: Landlock is not available (it needs Linux 5.13+ with landlock enabled in the lsm= boot parameter)", ErrUnsupported)
+	}
+	if !p.Network && abi < minNetABI {
+		return fmt.Errorf("%w: Landlock ABI %d cannot restrict TCP (ABI %d, Linux 6.7+, is needed) and the policy turns the network off", ErrUnsupported, abi, minNetABI)
+	}
+	return nil
+}
+
+// validate rejects relative paths: the launcher resolves paths in its own
+// working directory, which is the program's, not the caller's.
+func (p Policy) validate() error {
+	for _, set := range [][]string{p.ReadWrite, p.ReadOnly} {
+		for _, path := range set {
+			if !filepath.IsAbs(path) {
+				return fmt.Errorf("policy path %q is not absolute", path)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,236 @@
+// Package local is the shell backend for local targets: an interactive
+// shell on the server itself, in a PTY, confined by the sandbox package
+// (Landlock) to its workspace unless the target opts out.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+
+	"github.com/tandem-sh/tandem/internal/sandbox"
+	"github.com/tandem-sh/tandem/internal/shell"
+)
+
+// Fixed parts of every shell, and defaults for zero-valued Options.
+const (
+	defaultPath      = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	defaultGrace     = time.Second
+	defaultCols      = 80
+	defaultRows      = 24
+	runDirPattern    = "tandem-run-"
+	runDirParent     = "/tmp"
+	terminalTypeVar  = "TERM=xterm-256color"
+	runDirEnvName    = "TANDEM_RUNDIR"
+	shellInterpreter = "/bin/sh"
+)
+
+// Options configures the local shells of one target. A *Options is the
+// target's shell.Dialer; it is read, never modified, by Dial.
+type Options struct {
+	// Workspace is the directory the shell starts in and, when sandboxed,
+	// the only tree (with the session's run dir) it may write. It must be
+	// an absolute path to an existing directory; empty is an error.
+	Workspace string
+
+	// Network lets a sandboxed shell bind and connect TCP sockets (and UDP
+	// ones on kernels with Landlock ABI 10+). The zero value denies that
+	// for every port. Ignored when NoSandbox is set.
+	Network bool
+
+	// NoSandbox runs the shell without Landlock, with tandem's own access
+	// rights. Only targets configured with `sandbox: none` may set it. The
+	// zero value sandboxes, and Dial fails if the kernel cannot enforce
+	// the sandbox.
+	NoSandbox bool
+
+	// Self is the absolute path of the executable re-executed as the
+	// sandbox launcher: tandem itself (os.Executable()), or a test binary
+	// whose TestMain dispatches sandbox.ArgName. Required unless NoSandbox.
+	Self string
+
+	// ReadOnly lists what a sandboxed shell may read besides its
+	// workspace and run dir. Nil means sandbox.DefaultReadOnly().
+	ReadOnly []string
+
+	// Env is the shell's base environment, e.g. a curated subset of
+	// tandem's own. Nil means just a standard PATH: tandem's environment
+	// (which may hold credentials) is never passed on implicitly.
+	Env []string
+
+	// RunDirParent is where Dial creates each session's private run dir
+	// (mode 0700; the shell's FIFOs and TMPDIR). Empty means /tmp, not
+	// $TMPDIR: library code takes no configuration from the environment.
+	// Sandboxed shells may read what DefaultReadOnly covers, /tmp included,
+	// so with several sandboxed sessions on one host, point this at a
+	// directory outside their read-only set (e.g. under tandem's data
+	// directory) so that sessions cannot read each other's run dirs.
+	RunDirParent string
+
+	// KillGrace is how long Close waits after SIGHUP before it SIGKILLs
+	// what is left of the session. Zero means one second.
+	KillGrace time.Duration
+}
+
+// Dial starts l.Command with /bin/sh -c in a new PTY of l.Cols x l.Rows
+// (80x24 if zero), in a new session whose controlling terminal is that
+// PTY, confined by the sandbox unless o.NoSandbox.
+//
+// The environment is o.Env, then TERM=xterm-256color, HOME, TMPDIR, then
+// l.Env, then TANDEM_RUNDIR (later entries win). HOME is the workspace
+// when sandboxed, since the real home directory is not readable there; an
+// unsandboxed shell keeps a HOME from o.Env. TMPDIR and TANDEM_RUNDIR name
+// the session's private run dir, which Close removes.
+func (o *Options) Dial(ctx context.Context, l shell.Launch) (shell.Conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("local dial: %w", err)
+	}
+	if err := o.check(); err != nil {
+		return nil, fmt.Errorf("local dial: %w", err)
+	}
+	if !o.NoSandbox {
+		if err := (sandbox.Policy{Network: o.Network}).Supported(); err != nil {
+			return nil, fmt.Errorf("local dial: %w", err)
+		}
+	}
+	parent := o.RunDirParent
+	if parent == "" {
+		parent = runDirParent
+	}
+	runDir, err := os.MkdirTemp(parent, runDirPattern)
+	if err != nil {
+		return nil, fmt.Errorf("local dial: create run dir: %w", err)
+	}
+	c, err := o.start(l, runDir)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("local dial: %w", err), os.RemoveAll(runDir))
+	}
+	return c, nil
+}
+
+// check validates the options that Dial cannot default.
+func (o *Options) check() error {
+	if o == nil {
+		return errors.New("no options")
+	}
+	if !filepath.IsAbs(o.Workspace) {
+		return fmt.Errorf("workspace %q is not an absolute path", o.Workspace)
+	}
+	fi, err := os.Stat(o.Workspace)
+	if err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("workspace %q is not a directory", o.Workspace)
+	}
+	if !o.NoSandbox && o.Self == "" {
+		return errors.New("no sandbox launcher: Options.Self is empty")
+	}
+	return nil
+}
+
+// start spawns the shell in its PTY and returns the live connection.
+func (o *Options) start(l shell.Launch, runDir string) (*conn, error) {
+	argv := []string{shellInterpreter, "-c", l.Command}
+	var cmd *exec.Cmd
+	if o.NoSandbox {
+		cmd = exec.Command(argv[0], argv[1:]...)
+	} else {
+		ro := o.ReadOnly
+		if ro == nil {
+			ro = sandbox.DefaultReadOnly()
+		}
+		p := sandbox.Policy{ReadWrite: []string{o.Workspace, runDir}, ReadOnly: ro, Network: o.Network}
+		var err error
+		if cmd, err = sandbox.Command(o.Self, p, argv); err != nil {
+			return nil, err
+		}
+	}
+	cmd.Dir = o.Workspace
+	cmd.Env = o.environ(l.Env, runDir)
+
+	size := &pty.Winsize{Cols: defaultCols, Rows: defaultRows}
+	if l.Cols > 0 && l.Rows > 0 {
+		size = &pty.Winsize{Cols: uint16(min(l.Cols, 0xffff)), Rows: uint16(min(l.Rows, 0xffff))}
+	}
+	master, err := pty.StartWithSize(cmd, size)
+	if err != nil {
+		return nil, fmt.Errorf("start shell: %w", err)
+	}
+	ptmx, err := pollable(master)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("start shell: %w", err)
+	}
+	grace := o.KillGrace
+	if grace <= 0 {
+		grace = defaultGrace
+	}
+	c := &conn{
+		ptmx:   ptmx,
+		cmd:    cmd,
+		pid:    cmd.Process.Pid,
+		runDir: runDir,
+		grace:  grace,
+		done:   make(chan struct{}),
+	}
+	go c.wait()
+	return c, nil
+}
+
+// environ builds the shell's environment; see Dial.
+func (o *Options) environ(launch []string, runDir string) []string {
+	env := o.Env
+	if env == nil {
+		env = []string{defaultPath}
+	}
+	env = append([]string(nil), env...)
+	env = append(env, terminalTypeVar)
+	if !o.NoSandbox || !hasVar(env, "HOME") {
+		env = append(env, "HOME="+o.Workspace)
+	}
+	env = append(env, "TMPDIR="+runDir)
+	env = append(env, launch...)
+	return append(env, runDirEnvName+"="+runDir)
+}
+
+// hasVar reports whether env sets name.
+func hasVar(env []string, name string) bool {
+	for _, kv := range env {
+		if len(kv) > len(name) && kv[len(name)] == '=' && kv[:len(name)] == name {
+			return true
+		}
+	}
+	return false
+}
+
+// pollable replaces the PTY master returned by creack/pty, which is in
+// blocking mode (it calls Fd), with a non-blocking duplicate that Go's
+// poller manages, so that Close interrupts a Read blocked on it.
+func pollable(master *os.File) (*os.File, error) {
+	defer master.Close()
+	rc, err := master.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("pty master: %w", err)
+	}
+	fd, dupErr := -1, error(nil)
+	if err := rc.Control(func(s uintptr) { fd, dupErr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return nil, fmt.Errorf("pty master: %w", err)
+	}
+	if dupErr != nil {
+		return nil, fmt.Errorf("pty master: dup: %w", dupErr)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("pty master: set non-blocking: %w", err)
+	}
+	return os.NewFile(uintptr(fd), master.Name()), nil
+}
