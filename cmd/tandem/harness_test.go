@@ -2,18 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tandem-sh/tandem/internal/mcptest"
 	"github.com/tandem-sh/tandem/internal/sandbox"
 )
 
@@ -112,94 +111,17 @@ func lastN(s string, n int) string {
 	return s
 }
 
-// call invokes a tool and checks the wire contract of every reply: one JSON
-// object, the same in structuredContent and content[0].text, isError exactly
-// when success is false.
+// call invokes a tool over the real stdio connection and checks the reply.
 func (s *server) call(t *testing.T, tool string, args any) map[string]any {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	res, err := s.cs.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s: protocol error: %v", tool, err)
-	}
-	return checkReply(t, tool, res)
+	return (&mcptest.Client{CS: s.cs}).Call(t, tool, args)
 }
 
-func checkReply(t *testing.T, tool string, res *sdk.CallToolResult) map[string]any {
-	t.Helper()
-	if len(res.Content) != 1 {
-		t.Fatalf("%s: want exactly one content item, got %d", tool, len(res.Content))
-	}
-	text, ok := res.Content[0].(*sdk.TextContent)
-	if !ok {
-		t.Fatalf("%s: content[0] is %T, want text", tool, res.Content[0])
-	}
-	var fromText map[string]any
-	if err := json.Unmarshal([]byte(text.Text), &fromText); err != nil {
-		t.Fatalf("%s: content[0].text is not a JSON object: %v", tool, err)
-	}
-	raw, err := json.Marshal(res.StructuredContent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var structured map[string]any
-	if err := json.Unmarshal(raw, &structured); err != nil {
-		t.Fatalf("%s: structuredContent is not an object: %v", tool, err)
-	}
-	if !reflect.DeepEqual(fromText, structured) {
-		t.Fatalf("%s: structuredContent and content[0].text differ", tool)
-	}
-	success, ok := structured["success"].(bool)
-	if !ok {
-		t.Fatalf("%s: reply has no boolean success: %s", tool, text.Text)
-	}
-	if res.IsError == success {
-		t.Fatalf("%s: isError=%v but success=%v", tool, res.IsError, success)
-	}
-	if !success {
-		if code, _ := structured["error"].(string); code == "" {
-			t.Fatalf("%s: failure without an error code: %s", tool, text.Text)
-		}
-		if msg, _ := structured["message"].(string); msg == "" {
-			t.Fatalf("%s: failure without a message: %s", tool, text.Text)
-		}
-	}
-	return structured
-}
-
-// mustOK fails the test unless the reply succeeded.
-func mustOK(t *testing.T, r map[string]any) map[string]any {
-	t.Helper()
-	if r["success"] != true {
-		b, _ := json.Marshal(r)
-		t.Fatalf("want success, got %s", lastN(string(b), 2000))
-	}
-	return r
-}
-
-// wantError fails the test unless the reply failed with code.
-func wantError(t *testing.T, r map[string]any, code string) map[string]any {
-	t.Helper()
-	if r["success"] != false || r["error"] != code {
-		b, _ := json.Marshal(r)
-		t.Fatalf("want error %s, got %s", code, lastN(string(b), 2000))
-	}
-	return r
-}
-
-func result(t *testing.T, r map[string]any) map[string]any {
-	t.Helper()
-	res, ok := mustOK(t, r)["result"].(map[string]any)
-	if !ok {
-		t.Fatalf("reply has no result object: %v", r)
-	}
-	return res
-}
-
-func str(v any) string {
-	s, _ := v.(string)
-	return s
-}
+var (
+	mustOK    = mcptest.MustOK
+	wantError = mcptest.WantError
+	result    = mcptest.Result
+	str       = mcptest.Str
+)
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }

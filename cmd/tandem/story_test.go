@@ -170,4 +170,3 @@ func typeKeys(t *testing.T, ctx context.Context, keys string) {
 		t.Fatal(err)
 	}
 }
-

@@ -169,7 +169,7 @@ func (s *Server) register() {
 		sessionSchema, outputSchema(`"result":{"type":"object"}`),
 		handler(s, "ssh_cancel", s.cancel))
 	s.srv.AddResourceTemplate(&mcp.ResourceTemplate{
-		Name: "command-output", URITemplate: outputURIPrefix + "{commandId}/{stream}", MIMEType: "text/plain",
+		Name: "command-output", URITemplate: outputURIPrefix + "{commandId}/{stream}{?page}", MIMEType: "text/plain",
 		Description: "The complete stdout or stderr of a command whose output was too large to send inline. Add ?page=N for page N.",
 	}, s.readResource)
 }

@@ -26,7 +26,9 @@ var (
 // TokenError is ErrInvalidToken for one session name.
 type TokenError struct{ Name string }
 
-func (e *TokenError) Error() string { return fmt.Sprintf("invalid or missing session token for session %q", e.Name) }
+func (e *TokenError) Error() string {
+	return fmt.Sprintf("invalid or missing session token for session %q", e.Name)
+}
 
 // Unwrap lets errors.Is match ErrInvalidToken.
 func (e *TokenError) Unwrap() error { return ErrInvalidToken }
@@ -303,4 +305,11 @@ func (m *Manager) EndOwner(c Caller) {
 	for _, s := range mine {
 		m.end(s, EndDisconnected)
 	}
+}
+
+// Count is the number of live sessions.
+func (m *Manager) Count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.sessions)
 }

@@ -1,0 +1,150 @@
+package mcp_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tandem-sh/tandem/internal/config"
+	"github.com/tandem-sh/tandem/internal/mcp"
+	"github.com/tandem-sh/tandem/internal/mcptest"
+	"github.com/tandem-sh/tandem/internal/sandbox"
+	"github.com/tandem-sh/tandem/internal/session"
+	"github.com/tandem-sh/tandem/internal/target"
+)
+
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == sandbox.ArgName {
+		os.Exit(sandbox.Main(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+type fixture struct {
+	srv      *mcp.Server
+	sessions *session.Manager
+	inline   int
+}
+
+// newServer builds tandem's MCP server in-process with one sandboxed local
+// target, as `tandem serve` does.
+func newServer(t *testing.T, inline int) *fixture {
+	t.Helper()
+	self, err := filepath.Abs(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	runDir := filepath.Join(state, "run")
+	if err := os.Mkdir(runDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	m := session.NewManager(nil)
+	t.Cleanup(m.Shutdown)
+	if inline == 0 {
+		inline = 1 << 20
+	}
+	srv := mcp.New(mcp.Deps{
+		Sessions: m,
+		Targets: &target.Resolver{Config: config.Default(t.TempDir()), Stdio: true, Self: self,
+			Home: t.TempDir(), RunDir: runDir, Env: []string{"PATH=" + os.Getenv("PATH")}},
+		MonitorURL:        func(key string) string { return "http://127.0.0.1:1/s/" + key },
+		CommandTimeout:    30 * time.Second,
+		InlineOutputBytes: inline,
+		SpoolDir:          filepath.Join(state, "spool"),
+	})
+	return &fixture{srv: srv, sessions: m, inline: inline}
+}
+
+// client connects one more in-memory MCP client to the server.
+func (f *fixture) client(t *testing.T) *mcptest.Client {
+	t.Helper()
+	ctx := context.Background()
+	ct, st := sdk.NewInMemoryTransports()
+	ss, err := f.srv.MCP().Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close(); _ = ss.Close() })
+	return &mcptest.Client{CS: cs}
+}
+
+func connect(t *testing.T, c *mcptest.Client, name string) mcptest.Session {
+	t.Helper()
+	r := mcptest.MustOK(t, c.Call(t, "ssh_connect", map[string]any{"name": name}))
+	return mcptest.Session{Name: name, Token: mcptest.Str(r["sessionToken"])}
+}
+
+func exec(t *testing.T, c *mcptest.Client, s mcptest.Session, cmd string) map[string]any {
+	t.Helper()
+	return c.Call(t, "ssh_exec", map[string]any{"sessionName": s.Name, "sessionToken": s.Token, "command": cmd})
+}
+
+// TestIsolationOneServer: two clients of one server process.
+func TestIsolationOneServer(t *testing.T) {
+	f := newServer(t, 0)
+	a, b := f.client(t), f.client(t)
+	sa, sb := connect(t, a, "alpha"), connect(t, b, "beta")
+	mcptest.AssertIsolated(t, a, b, sa, sb)
+	// Same name in the same tenant is refused without touching the original.
+	mcptest.WantError(t, b.Call(t, "ssh_connect", map[string]any{"name": "alpha"}), "session_exists")
+	if r := mcptest.Result(t, exec(t, a, sa, "echo ok")); r["stdout"] != "ok\n" {
+		t.Errorf("alpha after a name clash: %v", r)
+	}
+}
+
+// TestClosedClientEndsItsSessions: when a connection goes, its sessions end.
+func TestClosedClientEndsItsSessions(t *testing.T) {
+	f := newServer(t, 0)
+	a := f.client(t)
+	connect(t, a, "gone")
+	_ = a.CS.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, ok := f.sessions.ByMonitorKey("x"); !ok && f.sessions.Count() == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%d sessions still live after their client left", f.sessions.Count())
+}
+
+func TestMalformedArguments(t *testing.T) {
+	f := newServer(t, 0)
+	c := f.client(t)
+	s := connect(t, c, "args")
+	tests := []struct {
+		tool  string
+		args  any
+		field string
+	}{
+		{"ssh_exec", map[string]any{"sessionName": s.Name, "sessionToken": s.Token, "command": 42}, "command"},
+		{"ssh_exec", map[string]any{"sessionName": s.Name, "sessionToken": s.Token, "command": "true", "bypassGate": true}, "bypassGate"},
+		{"ssh_exec", map[string]any{"sessionName": s.Name, "sessionToken": s.Token}, "command"},
+		{"ssh_exec", map[string]any{"sessionName": s.Name, "sessionToken": s.Token, "command": "true", "timeoutSeconds": -1}, "timeoutSeconds"},
+		{"ssh_exec", map[string]any{"sessionName": s.Name, "sessionToken": s.Token, "command": "true", "timeoutSeconds": "soon"}, "timeoutSeconds"},
+		{"ssh_connect", map[string]any{}, "name"},
+		{"ssh_connect", map[string]any{"name": "x", "port": "22", "host": "h", "username": "u"}, "port"},
+		{"ssh_connect", map[string]any{"name": "x", "host": "h"}, "username"},
+		{"ssh_connect", map[string]any{"name": "x", "target": "local", "host": "h"}, "target"},
+		{"ssh_list_sessions", map[string]any{"all": true}, "all"},
+	}
+	for _, tc := range tests {
+		r := mcptest.WantError(t, c.Call(t, tc.tool, tc.args), "invalid_arguments")
+		if r["field"] != tc.field {
+			t.Errorf("%s %v: field %v, want %q (%s)", tc.tool, tc.args, r["field"], tc.field, r["message"])
+		}
+	}
+	// Nothing was lost: the session still works.
+	if r := mcptest.Result(t, exec(t, c, s, "echo intact")); r["stdout"] != "intact\n" {
+		t.Errorf("after bad calls: %v", r)
+	}
+}
