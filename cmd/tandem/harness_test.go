@@ -54,7 +54,7 @@ type serverOpts struct {
 }
 
 // startServer spawns the built binary over stdio, the way MCP clients do.
-func startServer(t *testing.T, o serverOpts) *server {
+func startServer(t testing.TB, o serverOpts) *server {
 	t.Helper()
 	home := t.TempDir()
 	if o.dir == "" {
@@ -112,7 +112,7 @@ func lastN(s string, n int) string {
 }
 
 // call invokes a tool over the real stdio connection and checks the reply.
-func (s *server) call(t *testing.T, tool string, args any) map[string]any {
+func (s *server) call(t testing.TB, tool string, args any) map[string]any {
 	t.Helper()
 	return (&mcptest.Client{CS: s.cs}).Call(t, tool, args)
 }

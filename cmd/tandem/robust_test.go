@@ -22,7 +22,7 @@ type sess struct {
 	name, tok string
 }
 
-func (s sess) exec(t *testing.T, cmd string, timeout ...float64) map[string]any {
+func (s sess) exec(t testing.TB, cmd string, timeout ...float64) map[string]any {
 	t.Helper()
 	args := map[string]any{"sessionName": s.name, "sessionToken": s.tok, "command": cmd}
 	if len(timeout) > 0 {

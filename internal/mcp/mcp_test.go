@@ -32,7 +32,7 @@ type fixture struct {
 
 // newServer builds tandem's MCP server in-process with one sandboxed local
 // target, as `tandem serve` does.
-func newServer(t *testing.T, inline int) *fixture {
+func newServer(t testing.TB, inline int) *fixture {
 	t.Helper()
 	self, err := filepath.Abs(os.Args[0])
 	if err != nil {
@@ -61,7 +61,7 @@ func newServer(t *testing.T, inline int) *fixture {
 }
 
 // client connects one more in-memory MCP client to the server.
-func (f *fixture) client(t *testing.T) *mcptest.Client {
+func (f *fixture) client(t testing.TB) *mcptest.Client {
 	t.Helper()
 	ctx := context.Background()
 	ct, st := sdk.NewInMemoryTransports()
@@ -77,13 +77,13 @@ func (f *fixture) client(t *testing.T) *mcptest.Client {
 	return &mcptest.Client{CS: cs}
 }
 
-func connect(t *testing.T, c *mcptest.Client, name string) mcptest.Session {
+func connect(t testing.TB, c *mcptest.Client, name string) mcptest.Session {
 	t.Helper()
 	r := mcptest.MustOK(t, c.Call(t, "ssh_connect", map[string]any{"name": name}))
 	return mcptest.Session{Name: name, Token: mcptest.Str(r["sessionToken"])}
 }
 
-func exec(t *testing.T, c *mcptest.Client, s mcptest.Session, cmd string) map[string]any {
+func exec(t testing.TB, c *mcptest.Client, s mcptest.Session, cmd string) map[string]any {
 	t.Helper()
 	return c.Call(t, "ssh_exec", map[string]any{"sessionName": s.Name, "sessionToken": s.Token, "command": cmd})
 }

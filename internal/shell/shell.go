@@ -23,7 +23,7 @@ type Options struct {
 	Logger *slog.Logger
 	// Cols and Rows are the initial PTY size; zero means 120x32.
 	Cols, Rows int
-	// ScrollbackBytes bounds what a new viewer is replayed; zero means 1 MiB.
+	// ScrollbackBytes bounds what a new viewer is replayed; zero means 256 KiB.
 	ScrollbackBytes int
 	// OnCommand is called for every command the human ran, when it ends, in
 	// order. It runs with the Shell's lock held: it must not call the Shell.
@@ -105,7 +105,7 @@ func Start(ctx context.Context, d Dialer, opts *Options) (*Shell, error) {
 		s.opts.Cols, s.opts.Rows = 120, 32
 	}
 	if s.opts.ScrollbackBytes <= 0 {
-		s.opts.ScrollbackBytes = 1 << 20
+		s.opts.ScrollbackBytes = 256 << 10
 	}
 	s.changed = sync.NewCond(&s.mu)
 	s.scrollback = term.NewRing(s.opts.ScrollbackBytes)

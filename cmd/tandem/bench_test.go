@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/tandem-sh/tandem/internal/shell"
+	"github.com/tandem-sh/tandem/internal/shell/sshconn"
+
+	"github.com/tandem-sh/tandem/internal/testenv"
+)
+
+// benchUser is a login with a plain ~/.bashrc, so neither side pays for a
+// heavy shell environment (pyenv and the like) that would skew the ratio.
+const benchUser = "tandembench"
+
+// lightUser returns a user whose shell environment is minimal: benchUser,
+// created when running as root, else the current user.
+func lightUser(b *testing.B) string {
+	b.Helper()
+	u, err := user.Current()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if u.Uid != "0" {
+		return u.Username
+	}
+	if _, err := user.Lookup(benchUser); err != nil {
+		// "*" means no password login but, unlike useradd's "!", not a
+		// locked account, which sshd without PAM would refuse.
+		if out, err := exec.Command("useradd", "-m", "-s", "/bin/bash", "-p", "*", benchUser).CombinedOutput(); err != nil {
+			b.Fatalf("useradd: %v: %s", err, out)
+		}
+	}
+	bu, err := user.Lookup(benchUser)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rc := "# tandem benchmark user: deliberately empty\n"
+	for _, f := range []string{".bashrc", ".profile"} {
+		if err := os.WriteFile(filepath.Join(bu.HomeDir, f), []byte(rc), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return benchUser
+}
+
+// leanExec calls ssh_exec and decodes the reply once, as an agent would.
+func leanExec(b *testing.B, s sess, cmd string) string {
+	res, err := s.srv.cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "ssh_exec",
+		Arguments: map[string]any{"sessionName": s.name, "sessionToken": s.tok, "command": cmd}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var r struct {
+		Success bool
+		Result  struct{ Stdout string }
+	}
+	if err := json.Unmarshal([]byte(res.Content[0].(*sdk.TextContent).Text), &r); err != nil || !r.Success {
+		b.Fatalf("%s: %v %s", cmd, err, res.Content[0].(*sdk.TextContent).Text)
+	}
+	return r.Result.Stdout
+}
+
+type latencies []time.Duration
+
+func (l latencies) pct(p float64) time.Duration {
+	s := slices.Clone(l)
+	slices.Sort(s)
+	return s[int(p*float64(len(s)-1))]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// BenchmarkExecLatency compares ssh_exec through tandem (a real MCP client
+// spawning the binary, over stdio, on a real sshd) with the floor: one
+// persistent x/crypto/ssh connection opening an exec channel per command,
+// to the same sshd and user. Calls are back to back and interleaved, so
+// both sides see the same machine noise. Run it with `make bench`.
+func BenchmarkExecLatency(b *testing.B) {
+	d := testenv.SSHD(b)
+	login := lightUser(b)
+	// sshd reads authorized_keys as the logging-in user: let it reach the
+	// harness's file (a public key, not a secret).
+	for dir := filepath.Dir(d.ClientKeyFile); dir != "/" && dir != os.TempDir(); dir = filepath.Dir(dir) {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	keys, _ := filepath.Glob(filepath.Join(filepath.Dir(d.ClientKeyFile), "authorized_keys*"))
+	for _, k := range keys {
+		_ = os.Chmod(k, 0o644)
+	}
+	srv := startServer(b, serverOpts{})
+	r := mustOK(b, srv.call(b, "ssh_connect", map[string]any{"name": "bench", "host": d.Host, "port": d.Port, "username": login, "keyFilePath": d.ClientKeyFile}))
+	s := sess{srv, "bench", str(r["sessionToken"])}
+
+	signer, err := ssh.ParsePrivateKey(d.ClientKey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	floor, err := ssh.Dial("tcp", d.Addr, &ssh.ClientConfig{User: login, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: ssh.FixedHostKey(d.HostPublicKey)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = floor.Close() })
+	floorExec := func(cmd string) ([]byte, error) {
+		sess, err := floor.NewSession()
+		if err != nil {
+			return nil, err
+		}
+		defer sess.Close()
+		var stdout, stderr bytes.Buffer
+		sess.Stdout, sess.Stderr = &stdout, &stderr
+		err = sess.Run(cmd)
+		return stdout.Bytes(), err
+	}
+
+	// The engine alone: tandem's shell over the same SSH, no MCP encoding.
+	engine, err := shell.Start(context.Background(), &sshconn.Options{Host: d.Host, Port: d.Port, User: login,
+		PrivateKey: d.ClientKey, KnownHostsFile: filepath.Join(b.TempDir(), "known_hosts")}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = engine.Close() })
+
+	cases := []struct {
+		cmd  string
+		n    int
+		want int // stdout bytes
+	}{{"true", 300, 0}, {"echo hello", 300, 6}, {"seq 1 100000", 60, 588895}}
+	var report strings.Builder
+	for i := 0; i < b.N; i++ {
+		report.Reset()
+		fmt.Fprintf(&report, "\n%-13s | %-21s | %-21s | %-17s | %s\n", "", "tandem over MCP", "tandem engine", "floor", "ratio to floor (p50)")
+		fmt.Fprintf(&report, "%-13s | %9s %9s | %9s %9s | %8s %8s | %6s %6s\n", "command", "p50", "p90", "p50", "p90", "p50", "p90", "mcp", "engine")
+		for _, c := range cases {
+			var tl, el, fl latencies
+			for j := 0; j < c.n+10; j++ {
+				t0 := time.Now()
+				got := leanExec(b, s, c.cmd)
+				t1 := time.Now()
+				rec, err := engine.Exec(context.Background(), c.cmd, shell.ExecOptions{})
+				t2 := time.Now()
+				out, ferr := floorExec(c.cmd)
+				t3 := time.Now()
+				if err != nil || ferr != nil || len(out) != c.want || len(got) != c.want || len(rec.Stdout) != c.want {
+					b.Fatalf("%s: floor %d bytes (%v), engine %d (%v), tandem %d", c.cmd, len(out), ferr, len(rec.Stdout), err, len(got))
+				}
+				if j >= 10 { // warm-up excluded
+					tl, el, fl = append(tl, t1.Sub(t0)), append(el, t2.Sub(t1)), append(fl, t3.Sub(t2))
+				}
+			}
+			ratio, eratio := float64(tl.pct(.5))/float64(fl.pct(.5)), float64(el.pct(.5))/float64(fl.pct(.5))
+			fmt.Fprintf(&report, "%-13s | %7.2fms %7.2fms | %7.2fms %7.2fms | %6.2fms %6.2fms | %5.2fx %5.2fx\n", c.cmd,
+				ms(tl.pct(.5)), ms(tl.pct(.9)), ms(el.pct(.5)), ms(el.pct(.9)), ms(fl.pct(.5)), ms(fl.pct(.9)), ratio, eratio)
+			name := strings.Fields(c.cmd)[0]
+			b.ReportMetric(ms(tl.pct(.5)), name+"-p50-ms")
+			b.ReportMetric(ratio, name+"-ratio")
+		}
+	}
+	b.Log(report.String())
+}

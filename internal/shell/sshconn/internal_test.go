@@ -1,0 +1,72 @@
+package sshconn
+
+import (
+	"net"
+	"os/exec"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tandem-sh/tandem/internal/shell"
+	"github.com/tandem-sh/tandem/internal/testenv"
+)
+
+func TestForegroundGroup(t *testing.T) {
+	for _, tc := range []struct {
+		stat string
+		want int
+		ok   bool
+	}{
+		{"1234 (bash) S 1 1234 1234 34816 5678 4194560 0 0", 5678, true},
+		{"1234 (my prog) (x) S 1 1234 1234 34816 91 4194560", 91, true},
+		{"1234 ()) ( S) R 1 1234 1234 0 -1 4194560", -1, true},
+		{"1234 bash S 1 2 3 4 5", 0, false},
+		{"1234 (bash) S 1 2", 0, false},
+		{"1234 (bash) S 1 2 3 4 x", 0, false},
+	} {
+		got, err := foregroundGroup([]byte(tc.stat))
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("foregroundGroup(%q) = %d, %v; want %d, ok=%v", tc.stat, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestShellQuote(t *testing.T) {
+	for _, s := range []string{"/tmp/a b", `it's`, `$(rm -rf /)`, "`x`", `"q"`, "a\nb", ""} {
+		out, err := exec.Command("sh", "-c", "printf %s "+shellQuote(s)).Output()
+		if err != nil || string(out) != s {
+			t.Errorf("shellQuote(%q) round trip: %q, %v", s, out, err)
+		}
+	}
+}
+
+func TestDialDisablesNagle(t *testing.T) {
+	srv := testenv.SSHD(t)
+	o := &Options{Host: srv.Host, Port: srv.Port, User: srv.User, KeyFile: srv.ClientKeyFile, KnownHostsFile: srv.KnownHostsFile}
+	sc, err := o.Dial(t.Context(), shell.Launch{Command: "sleep 100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	raw, err := sc.(*conn).nc.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v int
+	var gerr error
+	raw.Control(func(fd uintptr) { v, gerr = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NODELAY) })
+	if gerr != nil || v == 0 {
+		t.Fatalf("TCP_NODELAY = %d, %v", v, gerr)
+	}
+}
+
+func TestHostKeyPolicyValidated(t *testing.T) {
+	o := &Options{Host: "127.0.0.1", User: "u", Password: "p", KnownHostsFile: t.TempDir() + "/kh", HostKeyPolicy: "yes"}
+	if _, err := o.Dial(t.Context(), shell.Launch{}); err == nil {
+		t.Fatal("unknown HostKeyPolicy accepted")
+	}
+	o.HostKeyPolicy, o.KnownHostsFile = Strict, ""
+	if _, err := o.Dial(t.Context(), shell.Launch{}); err == nil {
+		t.Fatal("empty KnownHostsFile accepted")
+	}
+}

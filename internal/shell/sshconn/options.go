@@ -1,0 +1,181 @@
+package sshconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/tandem-sh/tandem/internal/shell"
+)
+
+// Options says how to reach one SSH target and how to watch the link; it
+// is the ssh backend's shell.Dialer. Dial does not modify it, so one
+// Options may serve many concurrent dials.
+type Options struct {
+	// Host is the server's name or IP address. Required.
+	Host string
+	// Port is the server's TCP port; zero means 22.
+	Port int
+	// User is the login name. Required.
+	User string
+
+	// Password is tried for keyboard-interactive (answering hidden
+	// prompts) and password authentication; empty means neither.
+	Password string
+	// PrivateKey is a private key's content (OpenSSH or PEM format).
+	PrivateKey []byte
+	// KeyFile names a private key file, read at each Dial.
+	KeyFile string
+	// Passphrase decrypts PrivateKey and KeyFile when they are encrypted.
+	Passphrase string
+	// UseAgent offers the keys of the ssh-agent listening on AgentSocket.
+	UseAgent bool
+	// AgentSocket is the agent's unix socket (the caller's SSH_AUTH_SOCK);
+	// required when UseAgent is set.
+	AgentSocket string
+
+	// KnownHostsFile is the OpenSSH known_hosts file that host keys are
+	// checked against and pinned in. Required; it need not exist yet.
+	KnownHostsFile string
+	// HostKeyPolicy decides about hosts not in KnownHostsFile; empty means
+	// AcceptNew. A changed key is refused under every policy.
+	HostKeyPolicy HostKeyPolicy
+
+	// ConnectTimeout bounds the TCP connect, SSH handshake and shell start
+	// together; zero means 10s.
+	ConnectTimeout time.Duration
+	// KeepaliveInterval is how often a keepalive@openssh.com request is
+	// sent, and how long each may go unanswered; zero means 5s.
+	KeepaliveInterval time.Duration
+	// KeepaliveMax is how many unanswered intervals in a row end the
+	// connection with shell.ErrConnectionLost; zero means 3.
+	KeepaliveMax int
+}
+
+// Default values of the Options fields left zero.
+const (
+	DefaultPort              = 22
+	DefaultConnectTimeout    = 10 * time.Second
+	DefaultKeepaliveInterval = 5 * time.Second
+	DefaultKeepaliveMax      = 3
+)
+
+// Dial connects, authenticates, checks the host key, and starts
+// l.Command (the login shell when empty) in a PTY of l.Cols x l.Rows. It
+// gives up when ctx ends or ConnectTimeout passes. l.Env is ignored:
+// servers usually refuse environment requests.
+func (o *Options) Dial(ctx context.Context, l shell.Launch) (shell.Conn, error) {
+	port := o.Port
+	if port == 0 {
+		port = DefaultPort
+	}
+	addr := net.JoinHostPort(o.Host, strconv.Itoa(port))
+	c, err := o.dial(ctx, addr, l)
+	if err != nil {
+		return nil, fmt.Errorf("sshconn: dial %s@%s: %w", o.User, addr, err)
+	}
+	return c, nil
+}
+
+func (o *Options) dial(ctx context.Context, addr string, l shell.Launch) (*conn, error) {
+	if o.Host == "" || o.User == "" {
+		return nil, errors.New("Host and User are required")
+	}
+	hosts, err := newHostKeyChecker(o.KnownHostsFile, o.HostKeyPolicy)
+	if err != nil {
+		return nil, err
+	}
+	timeout := orDefault(o.ConnectTimeout, DefaultConnectTimeout)
+	dialCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// timedOut turns an error caused by dialCtx's deadline into ErrTimeout,
+	// and one caused by ctx into ctx's error.
+	timedOut := func(err error) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var netErr net.Error
+		if dialCtx.Err() != nil || errors.As(err, &netErr) && netErr.Timeout() {
+			return fmt.Errorf("%w after %v: %v", ErrTimeout, timeout, err)
+		}
+		return err
+	}
+
+	auth, release, err := o.authMethods(dialCtx)
+	if err != nil {
+		return nil, timedOut(err)
+	}
+	defer release()
+
+	var d net.Dialer
+	nc, err := d.DialContext(dialCtx, "tcp", addr)
+	if err != nil {
+		return nil, timedOut(err)
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		// Keystrokes are tiny writes; Go disables Nagle by default, but the
+		// latency of every key depends on it, so say so.
+		if err := tc.SetNoDelay(true); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("disable Nagle: %w", err)
+		}
+	}
+	// The deadline bounds the handshake and the shell's start; dialCtx
+	// ending (ctx cancelled) moves it to the past so blocked I/O fails now.
+	deadline, _ := dialCtx.Deadline()
+	nc.SetDeadline(deadline)
+	stop := context.AfterFunc(dialCtx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+
+	var hostKeyOK atomic.Bool
+	cfg := &ssh.ClientConfig{
+		User: o.User,
+		Auth: auth,
+		HostKeyCallback: func(h string, r net.Addr, k ssh.PublicKey) error {
+			err := hosts.callback(h, r, k)
+			hostKeyOK.Store(err == nil)
+			return err
+		},
+		HostKeyAlgorithms: hosts.algorithms(addr, nc.RemoteAddr()),
+		ClientVersion:     "SSH-2.0-tandem",
+	}
+	sc, chans, reqs, err := ssh.NewClientConn(nc, addr, cfg)
+	if err != nil {
+		stop()
+		nc.Close()
+		var hkErr *HostKeyError
+		switch {
+		case errors.As(err, &hkErr):
+			return nil, hkErr
+		case hostKeyOK.Load() && isAuthFailure(err):
+			return nil, fmt.Errorf("%w: %w", ErrAuth, err)
+		}
+		return nil, timedOut(err)
+	}
+	c := newConn(addr, nc, ssh.NewClient(sc, chans, reqs))
+	if err := c.startShell(l); err != nil {
+		stop()
+		c.Close()
+		return nil, timedOut(fmt.Errorf("start shell: %w", err))
+	}
+	if !stop() {
+		c.Close()
+		return nil, timedOut(context.Cause(dialCtx))
+	}
+	nc.SetDeadline(time.Time{})
+	c.watch(orDefault(o.KeepaliveInterval, DefaultKeepaliveInterval), orDefault(o.KeepaliveMax, DefaultKeepaliveMax))
+	return c, nil
+}
+
+// orDefault returns def for a zero (or negative) v.
+func orDefault[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,93 @@
+package sshconn
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/sys/unix"
+)
+
+// SignalForeground finds the foreground process group of shellPID's
+// terminal in /proc/PID/stat and sends sig to that group with kill(1), on
+// short exec channels. It needs Linux on the server but not procps. It
+// refuses, with ErrNoForeground, when the shell itself is in the
+// foreground, since the signal would then hit the shell.
+func (c *conn) SignalForeground(ctx context.Context, shellPID int, sig syscall.Signal) error {
+	if err := c.signalForeground(ctx, shellPID, sig); err != nil {
+		return fmt.Errorf("sshconn: signal foreground job of shell %d: %w", shellPID, err)
+	}
+	return nil
+}
+
+func (c *conn) signalForeground(ctx context.Context, shellPID int, sig syscall.Signal) error {
+	name := strings.TrimPrefix(unix.SignalName(sig), "SIG")
+	if name == "" {
+		return fmt.Errorf("unknown signal %d", int(sig))
+	}
+	if shellPID <= 0 {
+		return fmt.Errorf("invalid pid %d", shellPID)
+	}
+	stat, err := c.exec(ctx, "cat /proc/"+strconv.Itoa(shellPID)+"/stat")
+	if err != nil {
+		return err
+	}
+	pgid, err := foregroundGroup(stat)
+	switch {
+	case err != nil:
+		return err
+	case pgid <= 0:
+		return fmt.Errorf("%w: the shell has no controlling terminal", ErrNoForeground)
+	case pgid == shellPID:
+		return fmt.Errorf("%w: the shell itself is in the foreground", ErrNoForeground)
+	}
+	_, err = c.exec(ctx, "kill -s "+name+" -- -"+strconv.Itoa(pgid))
+	if err != nil && strings.Contains(err.Error(), "No such process") {
+		return fmt.Errorf("%w: process group %d ended meanwhile: %w", ErrNoForeground, pgid, err)
+	}
+	return err
+}
+
+// foregroundGroup returns tpgid, field 8 of a /proc/PID/stat line. The
+// command name (field 2) is in parentheses and may contain spaces and
+// parentheses itself, so fields are counted after the last ')'.
+func foregroundGroup(stat []byte) (int, error) {
+	end := bytes.LastIndexByte(stat, ')')
+	if end < 0 {
+		return 0, fmt.Errorf("malformed /proc stat %q", stat)
+	}
+	// After ')': state(3) ppid(4) pgrp(5) session(6) tty_nr(7) tpgid(8).
+	f := strings.Fields(string(stat[end+1:]))
+	if len(f) < 6 {
+		return 0, fmt.Errorf("malformed /proc stat %q", stat)
+	}
+	tpgid, err := strconv.Atoi(f[5])
+	if err != nil {
+		return 0, fmt.Errorf("malformed tpgid in /proc stat %q", stat)
+	}
+	return tpgid, nil
+}
+
+// exec runs cmd on its own channel and returns its stdout; a failure
+// carries its stderr.
+func (c *conn) exec(ctx context.Context, cmd string) ([]byte, error) {
+	var stdout, stderr bytes.Buffer
+	s, err := c.openSession(ctx, func(s *ssh.Session) error {
+		s.Stdout, s.Stderr = &stdout, &stderr
+		return s.Run(cmd)
+	})
+	if err != nil {
+		var exit *ssh.ExitError
+		if errors.As(err, &exit) {
+			return nil, fmt.Errorf("%s: %v: %s", cmd, err, strings.TrimSpace(stderr.String()))
+		}
+		return nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	s.Close()
+	return stdout.Bytes(), nil
+}

@@ -1,0 +1,121 @@
+// The browser terminal of one tandem session.
+//
+// The page's own URL is the capability (/s/{key}); the WebSocket lives beside
+// it at /s/{key}/ws. Server to browser: binary messages of raw terminal bytes,
+// the scrollback first, then live output. Browser to server: text messages of
+// JSON, {"t":"i","d":"…"} for input and {"t":"r","c":COLS,"r":ROWS} for a
+// resize. A close with code 1000 means the session ended.
+'use strict';
+
+(function () {
+  // Input is sent in pieces of at most this many UTF-16 units, so a large
+  // paste stays under the server's 64 KiB message limit even when every
+  // character needs a six-byte JSON escape.
+  const inputChunk = 8192;
+
+  const statusEl = document.getElementById('status');
+  const reconnectEl = document.getElementById('reconnect');
+  const term = new Terminal({
+    cursorBlink: true,
+    scrollback: 10000,
+    fontFamily: 'ui-monospace, SFMono-Regular, Menlo, Consolas, monospace',
+    fontSize: 14,
+    theme: { background: '#0d1117', foreground: '#c9d1d9', cursor: '#c9d1d9' },
+  });
+  const fit = new FitAddon.FitAddon();
+  term.loadAddon(fit);
+  term.open(document.getElementById('terminal'));
+  fit.fit();
+
+  let ws = null;
+  let state = 'connecting';
+
+  function setStatus(next, text) {
+    state = next;
+    statusEl.dataset.state = next;
+    statusEl.textContent = text;
+    reconnectEl.hidden = next !== 'disconnected';
+  }
+
+  function send(msg) {
+    if (ws && ws.readyState === WebSocket.OPEN) {
+      ws.send(JSON.stringify(msg));
+    }
+  }
+
+  function sendInput(data) {
+    for (let i = 0; i < data.length;) {
+      let end = Math.min(i + inputChunk, data.length);
+      const last = data.charCodeAt(end - 1);
+      if (end < data.length && last >= 0xd800 && last <= 0xdbff) {
+        end--; // keep a surrogate pair in one piece
+      }
+      send({ t: 'i', d: data.slice(i, end) });
+      i = end;
+    }
+  }
+
+  function sendSize() {
+    send({ t: 'r', c: term.cols, r: term.rows });
+  }
+
+  function socketURL() {
+    const url = new URL(location.pathname.replace(/\/+$/, '') + '/ws', location.href);
+    url.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
+    return url.href;
+  }
+
+  function connect() {
+    setStatus('connecting', 'connecting…');
+    const sock = new WebSocket(socketURL());
+    sock.binaryType = 'arraybuffer';
+    ws = sock;
+    sock.onopen = function () {
+      setStatus('live', 'live');
+      fit.fit();
+      sendSize();
+      term.focus();
+    };
+    sock.onmessage = function (ev) {
+      if (ev.data instanceof ArrayBuffer) {
+        term.write(new Uint8Array(ev.data));
+      }
+    };
+    sock.onclose = function (ev) {
+      if (ws !== sock) {
+        return;
+      }
+      if (ev.code === 1000) {
+        setStatus('ended', 'session ended');
+        term.write('\r\n\x1b[1;31m[session ended]\x1b[0m\r\n');
+      } else {
+        setStatus('disconnected', ev.reason ? 'disconnected: ' + ev.reason : 'disconnected');
+      }
+    };
+  }
+
+  term.onData(sendInput);
+  term.onResize(sendSize);
+  window.addEventListener('resize', function () { fit.fit(); });
+  reconnectEl.addEventListener('click', function () {
+    term.reset(); // the server replays the scrollback
+    connect();
+  });
+
+  // Hooks for tests and curious humans: nothing here that the page does not
+  // already show.
+  window.tandem = {
+    term: term,
+    status: function () { return state; },
+    text: function () {
+      const buf = term.buffer.active;
+      const lines = [];
+      for (let i = 0; i < buf.length; i++) {
+        lines.push(buf.getLine(i).translateToString(true));
+      }
+      return lines.join('\n');
+    },
+  };
+
+  connect();
+})();

@@ -1,0 +1,161 @@
+package web_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/tandem-sh/tandem/internal/testenv"
+	"github.com/tandem-sh/tandem/internal/web"
+)
+
+// textarea is where xterm.js takes keyboard input.
+const textarea = chromedp.CSS(".xterm-helper-textarea")
+
+// openTerminal starts a browser on the monitoring page of testKey and waits
+// until the page is live and shows the scrollback.
+func openTerminal(t *testing.T, base string) context.Context {
+	t.Helper()
+	ctx := testenv.Browser(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(web.MonitorURL(base, testKey))); err != nil {
+		t.Fatalf("navigate: %v", err)
+	}
+	poll(t, ctx, `window.tandem && window.tandem.status() === "live"`)
+	waitText(t, ctx, "previous output")
+	return ctx
+}
+
+// poll waits until the JavaScript expression is truthy in the page.
+func poll(t *testing.T, ctx context.Context, expr string) {
+	t.Helper()
+	err := chromedp.Do(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(waitTimeout)))
+	if err != nil {
+		screen, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`window.tandem ? window.tandem.text().trimEnd() : "(no window.tandem)"`))
+		t.Fatalf("waiting for %s: %v\nscreen:\n%s", expr, err, screen)
+	}
+}
+
+// waitText waits until the terminal's buffer contains s.
+func waitText(t *testing.T, ctx context.Context, s string) {
+	t.Helper()
+	poll(t, ctx, fmt.Sprintf(`window.tandem.text().includes(%s)`, strconv.Quote(s)))
+}
+
+func TestBrowserTypingReachesTerminal(t *testing.T) {
+	term := newFakeTerm("typing")
+	ctx := openTerminal(t, startServer(t, sessions{testKey: term}))
+
+	if err := chromedp.Do(ctx, chromedp.Focus(textarea), testenv.TypeKeys("echo hi\n")); err != nil {
+		t.Fatalf("type: %v", err)
+	}
+	term.waitInput(t, "echo hi\r")
+	waitText(t, ctx, "echo hi")
+
+	if err := chromedp.Do(ctx, chromedp.KeyEvent("c", chromedp.KeyModifiers(chromedp.ModifierCtrl))); err != nil {
+		t.Fatalf("Ctrl-C: %v", err)
+	}
+	term.waitInput(t, "\x03")
+	if input, _ := term.snapshot(); input != "echo hi\r\x03" {
+		t.Errorf("input = %q, want each key once", input)
+	}
+
+	term.emit("\x1b[32mgreen output\x1b[0m\r\n")
+	waitText(t, ctx, "green output")
+}
+
+func TestBrowserResize(t *testing.T) {
+	term := newFakeTerm("resize")
+	ctx := openTerminal(t, startServer(t, sessions{testKey: term}))
+	term.waitFor(t, "the first fit", func() bool { return len(term.sizes) > 0 })
+	_, sizes := term.snapshot()
+	first := sizes[len(sizes)-1]
+
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(480, 320)); err != nil {
+		t.Fatalf("resize viewport: %v", err)
+	}
+	term.waitFor(t, "a smaller size", func() bool {
+		last := term.sizes[len(term.sizes)-1]
+		return last[0] < first[0] && last[1] < first[1]
+	})
+	_, sizes = term.snapshot()
+	last := sizes[len(sizes)-1]
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[[2]int](`[window.tandem.term.cols, window.tandem.term.rows]`))
+	if err != nil || got != last {
+		t.Errorf("xterm is %v (%v); the terminal was told %v", got, err, last)
+	}
+}
+
+func TestBrowserEscapesName(t *testing.T) {
+	const name = `<img src=x onerror=alert(1)>`
+	ctx := openTerminal(t, startServer(t, sessions{testKey: newFakeTerm(name)}))
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`[document.getElementById("name").textContent, document.title, String(document.images.length)]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != name || got[1] != name+" · tandem" || got[2] != "0" {
+		t.Errorf("name %q, title %q, %s images; want the name as literal text and no image", got[0], got[1], got[2])
+	}
+}
+
+func TestBrowserSessionEnded(t *testing.T) {
+	term := newFakeTerm("ending")
+	ctx := openTerminal(t, startServer(t, sessions{testKey: term}))
+	term.end()
+	poll(t, ctx, `document.getElementById("status").textContent === "session ended"`)
+	waitText(t, ctx, "[session ended]")
+	visible, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("status").checkVisibility()`))
+	if err != nil || !visible {
+		t.Errorf("status visible = %v, %v; want true", visible, err)
+	}
+}
+
+func TestBrowserTwoViewers(t *testing.T) {
+	term := newFakeTerm("shared")
+	base := startServer(t, sessions{testKey: term})
+	a := openTerminal(t, base)
+	b := openTerminal(t, base)
+	term.waitFor(t, "two watchers", func() bool { return term.watchers == 2 })
+
+	term.emit("from the agent\r\n")
+	waitText(t, a, "from the agent")
+	waitText(t, b, "from the agent")
+
+	if err := chromedp.Do(a, chromedp.Focus(textarea), testenv.TypeKeys("typed in a")); err != nil {
+		t.Fatalf("type: %v", err)
+	}
+	term.waitInput(t, "typed in a")
+	waitText(t, b, "typed in a")
+}
+
+func TestBrowserRendersUnderCSP(t *testing.T) {
+	ctx := openTerminal(t, startServer(t, sessions{testKey: newFakeTerm("csp")}))
+	// xterm.js colours and sizes its rows through <style> elements it adds at
+	// run time. A policy that blocks them leaves each element without a sheet,
+	// and the terminal without colours or a monospace font.
+	blocked, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`[...document.querySelectorAll("style")].filter(s => !s.sheet).map(s => s.textContent.slice(0, 60))`))
+	if err != nil || len(blocked) > 0 {
+		t.Errorf("style elements blocked by the page's policy: %q (%v)", blocked, err)
+	}
+}
+
+func TestBrowserReconnect(t *testing.T) {
+	term := newFakeTerm("flaky")
+	ctx := openTerminal(t, startServer(t, sessions{testKey: term}))
+	term.breakWatchers()
+	poll(t, ctx, `window.tandem.status() === "disconnected" && !document.getElementById("reconnect").hidden`)
+
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("reconnect"))); err != nil {
+		t.Fatalf("click reconnect: %v", err)
+	}
+	poll(t, ctx, `window.tandem.status() === "live"`)
+	waitText(t, ctx, "previous output")
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.tandem.text().split("previous output").length - 1`))
+	if err != nil || n != 1 {
+		t.Errorf("scrollback shown %d times (%v) after reconnecting, want once", n, err)
+	}
+}

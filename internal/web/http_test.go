@@ -1,0 +1,114 @@
+package web_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tandem-sh/tandem/internal/web"
+)
+
+func body(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read body: %v", err)
+	}
+	return string(b)
+}
+
+func TestPage(t *testing.T) {
+	const name = `<img src=x onerror=alert(1)>`
+	base := startServer(t, sessions{testKey: newFakeTerm(name)})
+	resp := get(t, web.MonitorURL(base, testKey))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status = %d, want 200", resp.StatusCode)
+	}
+	for header, want := range map[string]string{
+		"Content-Type":           "text/html; charset=utf-8",
+		"X-Content-Type-Options": "nosniff",
+		"Referrer-Policy":        "no-referrer",
+		"Cache-Control":          "no-store",
+	} {
+		if got := resp.Header.Get(header); got != want {
+			t.Errorf("%s = %q, want %q", header, got, want)
+		}
+	}
+	csp := resp.Header.Get("Content-Security-Policy")
+	for _, want := range []string{"default-src 'none'", "script-src 'self';", "connect-src 'self'", "frame-ancestors 'none'"} {
+		if !strings.Contains(csp, want) {
+			t.Errorf("Content-Security-Policy = %q, missing %q", csp, want)
+		}
+	}
+	page := body(t, resp)
+	if strings.Contains(page, name) || !strings.Contains(page, "&lt;img src=x onerror=alert(1)&gt;") {
+		t.Errorf("page does not escape the session name:\n%s", page)
+	}
+	if strings.Contains(page, testKey) {
+		t.Errorf("page contains the capability key:\n%s", page)
+	}
+	if n := strings.Count(page, "<script"); n == 0 || n != strings.Count(page, `<script src="/assets/`) {
+		t.Errorf("page has inline script:\n%s", page)
+	}
+}
+
+func TestNotFoundRevealsNothing(t *testing.T) {
+	base := startServer(t, sessions{testKey: newFakeTerm("secret-session-name")})
+	unknown := body(t, get(t, base+"/no/such/page"))
+	for _, path := range []string{
+		"/s/wrong-key",
+		"/s/wrong-key/ws",
+		"/s/" + testKey + "x",
+		"/s/",
+		"/assets/terminal.html",
+		"/assets/vendor/",
+		"/assets/vendor/LICENSE.xterm",
+	} {
+		resp := get(t, base+path)
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s: status = %d, want 404", path, resp.StatusCode)
+		}
+		if got := body(t, resp); got != unknown {
+			t.Errorf("GET %s: body differs from any unknown path's:\n%s", path, got)
+		}
+	}
+	if strings.Contains(unknown, "secret-session-name") || strings.Contains(unknown, testKey) {
+		t.Errorf("404 page reveals the session:\n%s", unknown)
+	}
+}
+
+func TestAssets(t *testing.T) {
+	base := startServer(t, sessions{})
+	for path, want := range map[string]string{
+		"/assets/terminal.js":         "text/javascript",
+		"/assets/terminal.css":        "text/css",
+		"/assets/vendor/xterm.js":     "text/javascript",
+		"/assets/vendor/xterm.css":    "text/css",
+		"/assets/vendor/addon-fit.js": "text/javascript",
+	} {
+		resp := get(t, base+path)
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s: status = %d, want 200", path, resp.StatusCode)
+			continue
+		}
+		if got := resp.Header.Get("Content-Type"); !strings.HasPrefix(got, want) {
+			t.Errorf("GET %s: Content-Type = %q, want %s", path, got, want)
+		}
+		if got := resp.Header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("GET %s: X-Content-Type-Options = %q, want nosniff", path, got)
+		}
+	}
+}
+
+func TestMonitorURL(t *testing.T) {
+	for _, tc := range []struct{ base, key, want string }{
+		{"http://127.0.0.1:7777", "abc", "http://127.0.0.1:7777/s/abc"},
+		{"http://127.0.0.1:7777/", "abc", "http://127.0.0.1:7777/s/abc"},
+		{"http://[::1]:80", "a/b c", "http://[::1]:80/s/a%2Fb%20c"},
+	} {
+		if got := web.MonitorURL(tc.base, tc.key); got != tc.want {
+			t.Errorf("MonitorURL(%q, %q) = %q, want %q", tc.base, tc.key, got, tc.want)
+		}
+	}
+}

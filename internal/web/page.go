@@ -1,0 +1,67 @@
+package web
+
+import (
+	"net/http"
+	"path"
+)
+
+// contentSecurityPolicy lets scripts, styles and connections come only from
+// this origin, and forbids framing.
+//
+// style-src allows 'unsafe-inline' because xterm.js sizes and colours its
+// rows through <style> elements it creates at run time; script-src does not.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; " +
+	"connect-src 'self'; img-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// secureHeaders sets the headers every response carries. Referrer-Policy
+// keeps the capability key in the URL from leaving in a Referer.
+func secureHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", contentSecurityPolicy)
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("X-Frame-Options", "DENY")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// staticFiles serves the page's scripts and styles from the embedded
+// assets, and nothing else there: no directory listings, templates or
+// license files.
+func (s *Server) staticFiles(files http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch path.Ext(r.URL.Path) {
+		case ".js", ".css":
+			files.ServeHTTP(w, r)
+		default:
+			s.serveNotFound(w, r)
+		}
+	})
+}
+
+// servePage renders the terminal page of the session with the key in the
+// path. The page holds no key: its script finds the WebSocket beside its own URL.
+func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
+	t, ok := s.sessions.Terminal(r.PathValue("key"))
+	if !ok {
+		s.serveNotFound(w, r)
+		return
+	}
+	s.render(w, http.StatusOK, "terminal.html", struct{ Name string }{t.Name()})
+}
+
+// serveNotFound answers every unknown path and key alike, so a probe learns
+// nothing about which sessions exist.
+func (s *Server) serveNotFound(w http.ResponseWriter, _ *http.Request) {
+	s.render(w, http.StatusNotFound, "notfound.html", nil)
+}
+
+func (s *Server) render(w http.ResponseWriter, status int, name string, data any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	if err := s.pages.ExecuteTemplate(w, name, data); err != nil {
+		s.log.Debug("web: write page", "page", name, "err", err)
+	}
+}

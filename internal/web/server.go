@@ -1,0 +1,128 @@
+package web
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Terminal is one live session as a browser sees it. The session layer
+// implements it; web only relays bytes between it and the page.
+type Terminal interface {
+	// Name is shown in the page header and title, escaped. Display only.
+	Name() string
+	// Watch sends the scrollback, then live output, to fn until ctx ends or
+	// the session ends (returns nil then). fn is called from one goroutine at
+	// a time; an error from fn ends Watch with that error.
+	Watch(ctx context.Context, fn func(p []byte) error) error
+	// Input writes keystrokes from the human into the session.
+	Input(ctx context.Context, p []byte) error
+	// Resize sets the terminal size the human's browser window fits.
+	Resize(ctx context.Context, cols, rows int) error
+}
+
+// Sessions resolves the capability key of a monitoring URL to a live terminal.
+// It reports false for unknown and ended sessions alike, so neither can be told
+// apart from outside.
+type Sessions interface {
+	Terminal(key string) (Terminal, bool)
+}
+
+// Options configures a [Server]. A nil *Options means all defaults.
+type Options struct {
+	// Logger receives connection events (debug) and failures (warn).
+	// Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Server serves monitoring pages and their WebSockets for the sessions it
+// resolves. One Server is safe for any number of concurrent viewers.
+type Server struct {
+	sessions Sessions
+	log      *slog.Logger
+	pages    *template.Template // terminal.html and notfound.html
+	handler  http.Handler
+
+	// viewers counts open WebSocket handlers, so Serve returns only after
+	// every viewer is closed.
+	viewers sync.WaitGroup
+}
+
+//go:embed assets
+var assets embed.FS
+
+// shutdownTimeout bounds how long Serve waits for requests in flight after
+// its context ends.
+const shutdownTimeout = 5 * time.Second
+
+// New returns a Server that looks monitoring keys up in s.
+func New(s Sessions, opts *Options) *Server {
+	log := slog.Default()
+	if opts != nil && opts.Logger != nil {
+		log = opts.Logger
+	}
+	srv := &Server{
+		sessions: s,
+		log:      log,
+		pages:    template.Must(template.ParseFS(assets, "assets/*.html")),
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /s/{key}", srv.servePage)
+	mux.HandleFunc("GET /s/{key}/ws", srv.serveWS)
+	mux.Handle("GET /assets/", srv.staticFiles(http.FileServerFS(assets)))
+	mux.HandleFunc("/", srv.serveNotFound)
+	srv.handler = secureHeaders(mux)
+	return srv
+}
+
+// Handler returns the HTTP handler of all routes, for mounting beside other
+// handlers (such as /mcp) on one listener. Its WebSockets close when the
+// request context ends; [Server.Serve] arranges that on shutdown.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Serve accepts connections on ln until ctx ends, then shuts down gracefully:
+// viewers get a "going away" close, requests in flight get up to 5 s.
+// It closes ln, and returns nil after a clean shutdown. It returns only when
+// every viewer it served is closed.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+
+	var err error
+	select {
+	case serr := <-served:
+		err = fmt.Errorf("web: serve: %w", serr)
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		defer cancel()
+		if serr := hs.Shutdown(sctx); serr != nil {
+			err = fmt.Errorf("web: shutdown: %w", serr)
+		}
+		<-served
+	}
+	stop() // ends the viewers: their requests' context derives from ctx
+	s.viewers.Wait()
+	return err
+}
+
+// MonitorURL returns the monitoring URL of the session with key, served at
+// base (such as "http://127.0.0.1:7777").
+func MonitorURL(base, key string) string {
+	return strings.TrimRight(base, "/") + "/s/" + url.PathEscape(key)
+}

@@ -1,0 +1,129 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+const (
+	// maxMessage bounds one message from the browser. The page splits a
+	// large paste into smaller input messages.
+	maxMessage = 64 << 10
+	// writeTimeout disconnects a viewer that stops reading, rather than
+	// letting it hold up the session's output.
+	writeTimeout = 10 * time.Second
+	// maxDimension bounds the columns and rows a viewer may ask for.
+	maxDimension = 4096
+)
+
+// clientMessage is one text message from the page: {"t":"i","d":"…"} is
+// input, {"t":"r","c":COLS,"r":ROWS} is a resize.
+type clientMessage struct {
+	Type string `json:"t"`
+	Data string `json:"d"`
+	Cols int    `json:"c"`
+	Rows int    `json:"r"`
+}
+
+// serveWS joins one viewer to a terminal: terminal output goes to the browser
+// as binary messages, the browser's input and resizes go to the terminal.
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	s.viewers.Add(1)
+	defer s.viewers.Done()
+	t, ok := s.sessions.Terminal(r.PathValue("key"))
+	if !ok {
+		s.serveNotFound(w, r)
+		return
+	}
+	// nil options keep the library's Origin check: the Origin's host must
+	// equal the request's Host, or the upgrade fails with 403.
+	c, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		s.log.Debug("web: websocket refused", "err", err, "remote", r.RemoteAddr)
+		return
+	}
+	c.SetReadLimit(maxMessage)
+	s.log.Debug("web: viewer joined", "remote", r.RemoteAddr)
+
+	// connCtx bounds reads and writes on the connection. It outlives the
+	// server's shutdown because coder/websocket drops the connection outright
+	// when the context of a Read or Write ends, and the close handshake must
+	// still tell the browser why. ctx bounds the watch: it ends on shutdown
+	// and when the viewer leaves.
+	connCtx, endConn := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer endConn()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	read := make(chan error, 1)
+	go func() {
+		err := s.readInput(connCtx, c, t)
+		cancel()
+		read <- err
+	}()
+
+	var writeErr error
+	err = t.Watch(ctx, func(p []byte) error {
+		wctx, wcancel := context.WithTimeout(connCtx, writeTimeout)
+		defer wcancel()
+		writeErr = c.Write(wctx, websocket.MessageBinary, p)
+		return writeErr
+	})
+	switch {
+	case r.Context().Err() != nil:
+		c.Close(websocket.StatusGoingAway, "server shutting down")
+	case ctx.Err() != nil || writeErr != nil: // the viewer left, stalled or broke the protocol
+		c.CloseNow()
+	case err != nil:
+		s.log.Warn("web: watch session", "err", err)
+		c.Close(websocket.StatusInternalError, "internal error")
+	default:
+		c.Close(websocket.StatusNormalClosure, "session ended")
+	}
+	endConn()
+	err = <-read
+	s.log.Debug("web: viewer left", "remote", r.RemoteAddr, "err", err, "write_err", writeErr)
+}
+
+// readInput relays the browser's messages to t until the connection fails.
+// A message it cannot use is logged and skipped; the connection stays.
+func (s *Server) readInput(ctx context.Context, c *websocket.Conn, t Terminal) error {
+	for {
+		typ, data, err := c.Read(ctx)
+		if err != nil {
+			return err
+		}
+		if typ != websocket.MessageText {
+			s.log.Debug("web: ignoring binary message from browser")
+			continue
+		}
+		var m clientMessage
+		if err := json.Unmarshal(data, &m); err != nil {
+			s.log.Debug("web: ignoring malformed message", "err", err)
+			continue
+		}
+		if err := relay(ctx, t, m); err != nil && !errors.Is(err, context.Canceled) {
+			s.log.Debug("web: relay to terminal", "type", m.Type, "err", err)
+		}
+	}
+}
+
+// relay applies one browser message to t. Messages it does not know, empty
+// input and impossible sizes are dropped.
+func relay(ctx context.Context, t Terminal, m clientMessage) error {
+	switch {
+	case m.Type == "i" && m.Data != "":
+		return t.Input(ctx, []byte(m.Data))
+	case m.Type == "r" && validSize(m.Cols, m.Rows):
+		return t.Resize(ctx, m.Cols, m.Rows)
+	}
+	return nil
+}
+
+func validSize(cols, rows int) bool {
+	return cols > 0 && rows > 0 && cols <= maxDimension && rows <= maxDimension
+}
