@@ -3,9 +3,13 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"runtime"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tandem-sh/tandem/internal/mcptest"
 )
 
 // benchExec measures one command through the whole in-process stack: local
@@ -33,3 +37,48 @@ func benchExec(b *testing.B, cmd string, want int) {
 
 func BenchmarkExecTrue(b *testing.B) { benchExec(b, "true", 0) }
 func BenchmarkExecSeq(b *testing.B)  { benchExec(b, "seq 1 100000", 588895) }
+
+func heapNow() uint64 {
+	var m runtime.MemStats
+	for i := 0; i < 3; i++ {
+		runtime.GC()
+	}
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// BenchmarkHeap reports what one session at rest costs in tandem's heap
+// and how the heap moves over 1,000 commands (server and client share the
+// process here, so both are counted: an upper bound).
+func BenchmarkHeap(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		f := newServer(b, 0)
+		c := f.client(b)
+		base := heapNow()
+		const n = 10
+		var ss []mcptest.Session
+		for j := 0; j < n; j++ {
+			s := connect(b, c, fmt.Sprintf("rest-%d", j))
+			mcptest.Result(b, exec(b, c, s, "echo warm; ls /"))
+			ss = append(ss, s)
+		}
+		perSession := float64(heapNow()-base) / n
+		before := heapNow()
+		for j := 0; j < 1000; j++ {
+			benchCall(b, c, ss[0], "echo hello")
+		}
+		after := heapNow()
+		growth := float64(int64(after)-int64(before)) / (1 << 20)
+		b.ReportMetric(perSession/(1<<10), "KiB/session-at-rest")
+		b.ReportMetric(growth, "MiB-growth/1000-cmds")
+		b.Logf("one session at rest: %.0f KiB of heap; heap growth over 1,000 commands: %.2f MiB", perSession/(1<<10), growth)
+	}
+}
+
+func benchCall(b *testing.B, c *mcptest.Client, s mcptest.Session, cmd string) {
+	res, err := c.CS.CallTool(context.Background(), &sdk.CallToolParams{Name: "ssh_exec",
+		Arguments: map[string]any{"sessionName": s.Name, "sessionToken": s.Token, "command": cmd}})
+	if err != nil || res.IsError {
+		b.Fatalf("%s: %v", cmd, err)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tandem-sh/tandem/internal/testenv"
 )
 
 // self is this test binary, re-executed as the sandbox launcher.
@@ -53,7 +55,7 @@ func TestRequirement(t *testing.T) {
 
 func TestSupportedOnThisKernel(t *testing.T) {
 	if abi := kernelABI(); abi < minNetABI {
-		t.Skipf("kernel Landlock ABI %d < %d", abi, minNetABI)
+		testenv.Missing(t, "kernel Landlock ABI %d < %d", abi, minNetABI)
 	}
 	if err := (Policy{}).Supported(); err != nil {
 		t.Fatalf("Supported() = %v on a kernel with ABI %d", err, kernelABI())
@@ -138,7 +140,7 @@ func run(t *testing.T, p Policy, script string) (string, int) {
 
 func TestMainConfines(t *testing.T) {
 	if err := (Policy{}).Supported(); err != nil {
-		t.Skip(err)
+		testenv.Missing(t, "%v", err)
 	}
 	work := t.TempDir()
 	outside, err := os.MkdirTemp("/", "tandem-probe-")
@@ -186,7 +188,7 @@ func TestMainConfines(t *testing.T) {
 // its rc file (and the nonce in it) that way.
 func TestMainKeepsInheritedFiles(t *testing.T) {
 	if err := (Policy{}).Supported(); err != nil {
-		t.Skip(err)
+		testenv.Missing(t, "%v", err)
 	}
 	r, w, err := os.Pipe()
 	if err != nil {

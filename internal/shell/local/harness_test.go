@@ -13,6 +13,7 @@ import (
 
 	"github.com/tandem-sh/tandem/internal/sandbox"
 	"github.com/tandem-sh/tandem/internal/shell"
+	"github.com/tandem-sh/tandem/internal/testenv"
 )
 
 // self is this test binary, re-executed as the sandbox launcher.
@@ -57,7 +58,7 @@ type term struct {
 func sandboxed(t *testing.T) *Options {
 	t.Helper()
 	if err := (sandbox.Policy{}).Supported(); err != nil {
-		t.Skip(err)
+		testenv.Missing(t, "%v", err)
 	}
 	return &Options{Workspace: t.TempDir(), Self: self, KillGrace: 300 * time.Millisecond}
 }

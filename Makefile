@@ -1,0 +1,42 @@
+# tandem: the README's commands. Everything here is plain go tooling.
+GO ?= go
+
+.PHONY: build run test lint bench fuzz deps
+
+build:
+	$(GO) build -o bin/tandem ./cmd/tandem
+
+# Run tandem on its embedded defaults: one sandboxed local target rooted at
+# the current directory, MCP over stdio, browser terminal on 127.0.0.1:7777.
+run:
+	$(GO) run ./cmd/tandem serve
+
+# The whole suite, against real sshd, bash, Chromium and MCP clients.
+test:
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 20m ./...
+
+lint:
+	test -z "$$(gofmt -l .)"
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...
+
+# Latency against the floor (one persistent x/crypto/ssh connection, an exec
+# channel per command, same sshd and user), then heap figures.
+bench:
+	$(GO) test -run '^$$' -bench BenchmarkExecLatency -benchtime 1x ./cmd/tandem/
+	$(GO) test -run '^$$' -bench 'BenchmarkHeap' -benchtime 1x ./internal/mcp/
+	$(GO) test -run '^$$' -bench 'BenchmarkShell' ./internal/shell/
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParser -fuzztime 30s ./internal/term/
+	$(GO) test -run '^$$' -fuzz FuzzPlain -fuzztime 30s ./internal/term/
+	$(GO) test -run '^$$' -fuzz FuzzUnescape -fuzztime 30s ./internal/term/
+	$(GO) test -run '^$$' -fuzz FuzzFrames -fuzztime 30s ./internal/shell/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeArgs -fuzztime 30s ./internal/mcp/
+
+# Test dependencies on Debian/Ubuntu (run as root).
+deps:
+	apt-get update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openssh-server chromium
+	mkdir -p /run/sshd
