@@ -1,0 +1,52 @@
+package mcp
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestDecodeArgs(t *testing.T) {
+	tests := []struct {
+		raw, field string
+		ok         bool
+	}{
+		{`{"sessionName":"a","sessionToken":"b","command":"c"}`, "", true},
+		{``, "", true},
+		{`null`, "", true},
+		{`{"command":1}`, "command", false},
+		{`{"timeoutSeconds":"x"}`, "timeoutSeconds", false},
+		{`{"sudo":true}`, "sudo", false},
+		{`[]`, "", false},
+		{`{"command":"a"} {"x":1}`, "", false},
+		{`{"command":`, "", false},
+	}
+	for _, tc := range tests {
+		var a execArgs
+		err := decodeArgs([]byte(tc.raw), &a)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: err = %v", tc.raw, err)
+			continue
+		}
+		var f *failure
+		if err != nil && (!errors.As(err, &f) || f.code != codeInvalidArguments || f.fields["field"] != tc.field) {
+			t.Errorf("%s: %#v", tc.raw, err)
+		}
+	}
+}
+
+func FuzzDecodeArgs(f *testing.F) {
+	for _, s := range []string{`{"sessionName":"a","command":"ls","timeoutSeconds":3}`, `{"x":[1,{"y":null}]}`, `"str"`, `{"command":"\u0000"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var a execArgs
+		err := decodeArgs(raw, &a)
+		if err == nil {
+			return
+		}
+		var fl *failure
+		if !errors.As(err, &fl) || fl.code != codeInvalidArguments || fl.msg == "" {
+			t.Fatalf("decodeArgs(%q) = %v, want an invalid_arguments failure", raw, err)
+		}
+	})
+}
