@@ -1,0 +1,153 @@
+package session_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tandem-sh/tandem/internal/session"
+	"github.com/tandem-sh/tandem/internal/shell/local"
+)
+
+var alice = session.Caller{Tenant: "t1", ID: "alice"}
+
+// localTarget is a real bash in a real PTY; the sandbox is covered by the
+// local package and the end-to-end tests.
+func localTarget(t *testing.T) session.Target {
+	return session.Target{Name: "local", Kind: "local", Dialer: &local.Options{Workspace: t.TempDir(), NoSandbox: true,
+		Env: []string{"PATH=" + os.Getenv("PATH")}, RunDirParent: t.TempDir()}}
+}
+
+func create(t *testing.T, m *session.Manager, c session.Caller, name string) (*session.Session, string) {
+	t.Helper()
+	s, tok, err := m.Create(context.Background(), c, name, localTarget(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, tok
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func TestLeasesDestroyShellAndProcesses(t *testing.T) {
+	tests := []struct {
+		name   string
+		opts   session.Options
+		keepUp bool
+		reason string
+	}{
+		{"idle", session.Options{IdleTimeout: 400 * time.Millisecond}, false, session.EndIdleTimeout},
+		{"lifetime", session.Options{MaxLifetime: 900 * time.Millisecond, IdleTimeout: time.Hour}, true, session.EndMaxLifetime},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var ended []string
+			tc.opts.OnEnd = func(_ *session.Session, reason string) {
+				mu.Lock()
+				ended = append(ended, reason)
+				mu.Unlock()
+			}
+			m := session.NewManager(&tc.opts)
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			go m.Run(ctx)
+			s, tok := create(t, m, alice, "leased")
+			rec, err := s.Exec(ctx, "sleep 1000 & echo $!", 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(rec.Stdout)))
+			if !alive(pid) {
+				t.Fatalf("background pid %d not running", pid)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for time.Now().Before(deadline) && m.Count() > 0 {
+				if tc.keepUp {
+					_, _ = s.Exec(ctx, "true", time.Second)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			mu.Lock()
+			got := append([]string(nil), ended...)
+			mu.Unlock()
+			if m.Count() != 0 || len(got) != 1 || got[0] != tc.reason {
+				t.Fatalf("after the lease: %d live, ended %v, want [%s]", m.Count(), got, tc.reason)
+			}
+			for i := 0; i < 50 && alive(pid); i++ {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if alive(pid) {
+				t.Errorf("process %d outlived its session", pid)
+			}
+			var ee *session.EndedError
+			if _, err := m.Lookup(alice, "leased", tok); !errors.As(err, &ee) || ee.Reason != tc.reason {
+				t.Errorf("lookup after the lease: %v", err)
+			}
+		})
+	}
+}
+
+func TestLookupRefusals(t *testing.T) {
+	m := session.NewManager(nil)
+	t.Cleanup(m.Shutdown)
+	_, tok := create(t, m, alice, "mine")
+	tests := []struct {
+		name   string
+		caller session.Caller
+		sess   string
+		token  string
+	}{
+		{"no token", alice, "mine", ""},
+		{"wrong token", alice, "mine", tok[:len(tok)-1] + "x"},
+		{"unknown name", alice, "nope", tok},
+		{"other caller, right token", session.Caller{Tenant: "t1", ID: "bob"}, "mine", tok},
+		{"other tenant, right token", session.Caller{Tenant: "t2", ID: "alice"}, "mine", tok},
+	}
+	for _, tc := range tests {
+		if _, err := m.Lookup(tc.caller, tc.sess, tc.token); !errors.Is(err, session.ErrInvalidToken) {
+			t.Errorf("%s: got %v, want ErrInvalidToken", tc.name, err)
+		}
+	}
+	if _, err := m.Lookup(alice, "mine", tok); err != nil {
+		t.Errorf("owner with token: %v", err)
+	}
+	if got := m.List(session.Caller{Tenant: "t2", ID: "alice"}); len(got) != 0 {
+		t.Errorf("another tenant sees %v", got)
+	}
+}
+
+func TestGatePerSession(t *testing.T) {
+	m := session.NewManager(nil)
+	t.Cleanup(m.Shutdown)
+	a, _ := create(t, m, alice, "a")
+	b, _ := create(t, m, alice, "b")
+	ctx := context.Background()
+	if err := a.Input(ctx, []byte("echo human\r")); err != nil {
+		t.Fatal(err)
+	}
+	var gate *session.GateError
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := b.Exec(ctx, "echo b", 5*time.Second); err != nil {
+			t.Fatalf("b is gated by a's activity: %v", err)
+		}
+		_, err := a.Exec(ctx, "echo a", 5*time.Second)
+		if errors.As(err, &gate) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if gate == nil || len(gate.Commands) != 1 || gate.Commands[0].Command != "echo human" {
+		t.Fatalf("a's gate: %+v", gate)
+	}
+	if rec, err := a.Exec(ctx, "echo a", 5*time.Second); err != nil || string(rec.Stdout) != "a\n" {
+		t.Errorf("after the gate: %v %q", err, rec.Stdout)
+	}
+}
