@@ -148,3 +148,50 @@ func TestMalformedArguments(t *testing.T) {
 		t.Errorf("after bad calls: %v", r)
 	}
 }
+
+// TestProgressStreamsOutput: a client that asks for progress sees output
+// while the command runs, before the reply.
+func TestProgressStreamsOutput(t *testing.T) {
+	f := newServer(t, 0)
+	got := make(chan string, 100)
+	ctx := context.Background()
+	ct, st := sdk.NewInMemoryTransports()
+	ss, err := f.srv.MCP().Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := sdk.NewClient(&sdk.Implementation{Name: "p", Version: "1"}, &sdk.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) {
+			got <- r.Params.Message
+		}})
+	cs, err := cl.Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close(); _ = ss.Close() })
+	c := &mcptest.Client{CS: cs}
+	s := connect(t, c, "prog")
+	params := &sdk.CallToolParams{Name: "ssh_exec", Arguments: map[string]any{"sessionName": s.Name, "sessionToken": s.Token,
+		"command": "for i in 1 2 3; do echo tick$i; sleep 0.4; done"}}
+	params.SetProgressToken("p-1")
+	res, err := cs.CallTool(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := mcptest.Result(t, mcptest.Check(t, "ssh_exec", res))
+	if r["stdout"] != "tick1\ntick2\ntick3\n" {
+		t.Errorf("reply: %v", r)
+	}
+	var msgs []string
+	for drained := false; !drained; {
+		select {
+		case m := <-got:
+			msgs = append(msgs, m)
+		default:
+			drained = true
+		}
+	}
+	if len(msgs) < 2 || msgs[0] != "tick1\n" {
+		t.Errorf("progress messages %q: want tick1 first and more than one", msgs)
+	}
+}

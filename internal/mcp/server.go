@@ -138,7 +138,7 @@ func handler[A any](s *Server, name string, run func(ctx context.Context, c sess
 		if err := decodeArgs(req.Params.Arguments, &a); err != nil {
 			return errorResult(err), nil
 		}
-		r, err := run(ctx, s.caller(req.Session), a)
+		r, err := run(withRequest(ctx, req), s.caller(req.Session), a)
 		if err != nil {
 			return errorResult(err), nil
 		}

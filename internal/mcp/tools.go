@@ -93,8 +93,8 @@ func connection(i session.Info) reply {
 	}
 }
 
-// lookup authenticates a session call: name and token first, then the gate
-// for tools that do not run a command (Exec checks it atomically itself).
+// lookup authenticates a session call by name, caller and token. The gate
+// is the tool's business: Exec checks it atomically with the shell.
 func (s *Server) lookup(c session.Caller, a sessionArgs) (*session.Session, error) {
 	if a.SessionName == "" {
 		return nil, invalidToken("")
@@ -121,7 +121,9 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 		timeout = time.Duration(*a.TimeoutSeconds * float64(time.Second))
 	}
 	id := newCommandID()
-	rec, err := sess.Exec(ctx, a.Command, timeout)
+	prog := startProgress(ctx)
+	rec, err := sess.Exec(ctx, a.Command, shell.ExecOptions{Timeout: timeout, OnOutput: prog.hook()})
+	prog.finish()
 	if err != nil {
 		if f := classify(err); f.code == codeTimeout {
 			f.fields["commandId"] = id

@@ -148,10 +148,11 @@ func (s *Session) userCommand(r shell.Record) {
 
 // Exec passes the gate and runs command in the session's shell. The gate is
 // checked atomically with the shell's idle check, so no human command can
-// slip between them.
-func (s *Session) Exec(ctx context.Context, command string, timeout time.Duration) (shell.Record, error) {
+// slip between them; o.Admit is always the gate.
+func (s *Session) Exec(ctx context.Context, command string, o shell.ExecOptions) (shell.Record, error) {
 	s.touch()
-	rec, err := s.sh.Exec(ctx, command, shell.ExecOptions{Timeout: timeout, Admit: s.Gate})
+	o.Admit = s.Gate
+	rec, err := s.sh.Exec(ctx, command, o)
 	s.touch()
 	if err != nil {
 		return rec, s.wrapShellErr(err)

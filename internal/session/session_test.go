@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/session"
+	"github.com/tandem-sh/tandem/internal/shell"
 	"github.com/tandem-sh/tandem/internal/shell/local"
 )
 
@@ -59,7 +60,7 @@ func TestLeasesDestroyShellAndProcesses(t *testing.T) {
 			t.Cleanup(cancel)
 			go m.Run(ctx)
 			s, tok := create(t, m, alice, "leased")
-			rec, err := s.Exec(ctx, "sleep 1000 & echo $!", 10*time.Second)
+			rec, err := s.Exec(ctx, "sleep 1000 & echo $!", shell.ExecOptions{Timeout: 10*time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +71,7 @@ func TestLeasesDestroyShellAndProcesses(t *testing.T) {
 			deadline := time.Now().Add(5 * time.Second)
 			for time.Now().Before(deadline) && m.Count() > 0 {
 				if tc.keepUp {
-					_, _ = s.Exec(ctx, "true", time.Second)
+					_, _ = s.Exec(ctx, "true", shell.ExecOptions{Timeout: time.Second})
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
@@ -135,10 +136,10 @@ func TestGatePerSession(t *testing.T) {
 	var gate *session.GateError
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		if _, err := b.Exec(ctx, "echo b", 5*time.Second); err != nil {
+		if _, err := b.Exec(ctx, "echo b", shell.ExecOptions{Timeout: 5*time.Second}); err != nil {
 			t.Fatalf("b is gated by a's activity: %v", err)
 		}
-		_, err := a.Exec(ctx, "echo a", 5*time.Second)
+		_, err := a.Exec(ctx, "echo a", shell.ExecOptions{Timeout: 5*time.Second})
 		if errors.As(err, &gate) {
 			break
 		}
@@ -147,7 +148,7 @@ func TestGatePerSession(t *testing.T) {
 	if gate == nil || len(gate.Commands) != 1 || gate.Commands[0].Command != "echo human" {
 		t.Fatalf("a's gate: %+v", gate)
 	}
-	if rec, err := a.Exec(ctx, "echo a", 5*time.Second); err != nil || string(rec.Stdout) != "a\n" {
+	if rec, err := a.Exec(ctx, "echo a", shell.ExecOptions{Timeout: 5*time.Second}); err != nil || string(rec.Stdout) != "a\n" {
 		t.Errorf("after the gate: %v %q", err, rec.Stdout)
 	}
 }

@@ -44,6 +44,10 @@ type ExecOptions struct {
 	// is staged, so that no human command can finish between the caller's
 	// checks and the start; an error refuses the command.
 	Admit func() error
+	// OnOutput, if set, sees the command's output as it arrives (stream 0 is
+	// stdout, 1 stderr). It runs with the shell's lock held: it must not
+	// block, call the Shell, or keep p.
+	OnOutput func(stream int, p []byte)
 }
 
 // stageTimeout bounds the wait for the shell to accept a staged line.
@@ -65,6 +69,7 @@ type agentRun struct {
 	stderr    bytes.Buffer
 	early     []byte
 	done      bool
+	onOutput  func(stream int, p []byte)
 }
 
 func (a *agentRun) relayDone() bool { return a.relayEnds >= 2 }
@@ -78,7 +83,7 @@ func (s *Shell) Exec(ctx context.Context, command string, o ExecOptions) (Record
 	if strings.IndexByte(command, 0) >= 0 {
 		return Record{}, errors.New("exec: command contains a NUL byte")
 	}
-	a, err := s.claim(ctx, command, o.Admit)
+	a, err := s.claim(ctx, command, o)
 	if err != nil {
 		return Record{}, err
 	}
@@ -109,7 +114,7 @@ func (s *Shell) Exec(ctx context.Context, command string, o ExecOptions) (Record
 }
 
 // claim reserves the shell for one agent command.
-func (s *Shell) claim(ctx context.Context, command string, admit func() error) (*agentRun, error) {
+func (s *Shell) claim(ctx context.Context, command string, o ExecOptions) (*agentRun, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// A command just ended and its prompt is on the way: wait for it, so
@@ -130,12 +135,12 @@ func (s *Shell) claim(ctx context.Context, command string, admit func() error) (
 	case !s.ready || !s.atPrompt:
 		return nil, &BusyError{Reason: "the shell is not at an idle prompt"}
 	}
-	if admit != nil {
-		if err := admit(); err != nil {
+	if o.Admit != nil {
+		if err := o.Admit(); err != nil {
 			return nil, err
 		}
 	}
-	a := &agentRun{rec: Record{Source: "agent", Command: command}, stagedAt: time.Now()}
+	a := &agentRun{rec: Record{Source: "agent", Command: command}, stagedAt: time.Now(), onOutput: o.OnOutput}
 	s.agent = a
 	return a, nil
 }
@@ -359,6 +364,9 @@ func (s *Shell) readRelay(r io.Reader, stream int) {
 							a.stdout.Write(p)
 						} else {
 							a.stderr.Write(p)
+						}
+						if a.onOutput != nil {
+							a.onOutput(stream, p)
 						}
 					}
 					crlf = toCRLF(crlf[:0], p)
