@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,7 +33,15 @@ func create(t *testing.T, m *session.Manager, c session.Caller, name string) (*s
 	return s, tok
 }
 
-func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+// alive reports whether pid runs; a zombie awaiting its reaper is dead.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}
 
 func TestLeasesDestroyShellAndProcesses(t *testing.T) {
 	tests := []struct {
