@@ -59,22 +59,28 @@ func readAll(t *testing.T, cs *sdk.ClientSession, res map[string]any) []byte {
 }
 
 func TestHugeOutputComplete(t *testing.T) {
-	s := localSession(t, serverOpts{})
-	res := result(t, s.exec(t, "seq 1 2000000"))
 	var want bytes.Buffer
 	for i := 1; i <= 2000000; i++ {
 		fmt.Fprintf(&want, "%d\n", i)
 	}
-	inline := str(res["stdout"])
-	if len(inline) > 1<<20 || res["stdoutTruncated"] != true || !strings.HasPrefix(want.String(), inline) {
-		t.Fatalf("inline head: %d bytes, truncated=%v", len(inline), res["stdoutTruncated"])
-	}
-	sr := res["stdoutResource"].(map[string]any)
-	if int(sr["bytes"].(float64)) != want.Len() {
-		t.Errorf("resource size %v, want %d", sr["bytes"], want.Len())
-	}
-	if got := readAll(t, s.srv.cs, sr); !bytes.Equal(got, want.Bytes()) {
-		t.Fatalf("resource differs: %d bytes, want %d", len(got), want.Len())
+	for _, tg := range storyTargets() {
+		t.Run(tg.name, func(t *testing.T) {
+			srv, params := tg.connect(t)
+			params["name"] = "big"
+			s := sess{srv, "big", str(mustOK(t, srv.call(t, "ssh_connect", params))["sessionToken"])}
+			res := result(t, s.exec(t, "seq 1 2000000"))
+			inline := str(res["stdout"])
+			if len(inline) > 1<<20 || res["stdoutTruncated"] != true || !strings.HasPrefix(want.String(), inline) {
+				t.Fatalf("inline head: %d bytes, truncated=%v", len(inline), res["stdoutTruncated"])
+			}
+			sr := res["stdoutResource"].(map[string]any)
+			if int(sr["bytes"].(float64)) != want.Len() {
+				t.Errorf("resource size %v, want %d", sr["bytes"], want.Len())
+			}
+			if got := readAll(t, s.srv.cs, sr); !bytes.Equal(got, want.Bytes()) {
+				t.Fatalf("resource differs: %d bytes, want %d", len(got), want.Len())
+			}
+		})
 	}
 }
 

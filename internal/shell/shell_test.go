@@ -261,3 +261,40 @@ func TestControlBytesInCwdAndCommand(t *testing.T) {
 		t.Errorf("user command line: %q", got[0].Command)
 	}
 }
+
+func TestHumanCtrlCAndResize(t *testing.T) {
+	h := start(t, &ptyDialer{t: t})
+	ctx := context.Background()
+	if err := h.sh.Resize(ctx, 132, 41); err != nil {
+		t.Fatal(err)
+	}
+	if rec := h.exec(t, "stty size </dev/tty"); string(rec.Stdout) != "41 132\n" {
+		t.Errorf("after resize: %q", rec.Stdout)
+	}
+	if err := h.sh.Input(ctx, []byte("sleep 30\r")); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until sleep runs (the shell is busy), then press Ctrl-C.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := h.sh.Exec(ctx, "true", shell.ExecOptions{})
+		var busy *shell.BusyError
+		if errors.As(err, &busy) && busy.Reason == "a command the human started is still running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("human command never started: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := h.sh.Input(ctx, []byte{3}); err != nil {
+		t.Fatal(err)
+	}
+	got := h.users(t, 1)
+	if got[0].Command != "sleep 30" || got[0].ExitCode != 130 || got[0].Duration > 10*time.Second {
+		t.Errorf("Ctrl-C'd command: %+v", got[0])
+	}
+	if err := h.sh.Resize(ctx, 0, 10); err == nil {
+		t.Error("a 0-column resize was accepted")
+	}
+}
