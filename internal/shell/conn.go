@@ -12,6 +12,11 @@ import (
 // shell's process vanished. The mcp layer maps it to "connection_lost".
 var ErrConnectionLost = errors.New("connection lost")
 
+// ErrNoForeground is returned by SignalForeground when there is no job to
+// signal: the shell itself is in the foreground (the command already
+// ended) or has no terminal. Signalling the shell would end the session.
+var ErrNoForeground = errors.New("no foreground job")
+
 // Launch is what a backend starts: a POSIX sh command line that execs bash
 // with tandem's shell integration, in a PTY of the given size.
 type Launch struct {

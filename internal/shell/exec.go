@@ -247,7 +247,8 @@ func (s *Shell) Cancel(ctx context.Context, grace time.Duration) (Record, error)
 		func() error { return s.conn.SignalForeground(ctx, pid, syscall.SIGKILL) },
 	}
 	for _, step := range steps {
-		if err := step(); err != nil {
+		// No foreground job means the command just ended: wait for its end.
+		if err := step(); err != nil && !errors.Is(err, ErrNoForeground) {
 			return Record{}, fmt.Errorf("cancel: %w", err)
 		}
 		s.mu.Lock()

@@ -114,6 +114,8 @@ func (c *conn) streamErr() error {
 	return c.err
 }
 
+// Resize sends a window-change request; the remote kernel then signals
+// SIGWINCH to the foreground job.
 func (c *conn) Resize(cols, rows int) error {
 	if cols <= 0 || rows <= 0 {
 		return fmt.Errorf("sshconn: resize to %dx%d: size must be positive", cols, rows)
@@ -124,8 +126,12 @@ func (c *conn) Resize(cols, rows int) error {
 	return nil
 }
 
+// Done is closed when the conn ends: Close, the shell exiting, or the
+// connection dying.
 func (c *conn) Done() <-chan struct{} { return c.done }
 
+// Err says why Done was closed: nil after Close (or before Done), else an
+// error wrapping shell.ErrConnectionLost.
 func (c *conn) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -140,6 +146,7 @@ func (c *conn) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	c.end(nil)
+	c.wg.Wait()
 	return nil
 }
 
@@ -157,9 +164,6 @@ func (c *conn) end(reason error) {
 	}
 	close(c.done)
 	c.mu.Unlock()
-	if reason == nil {
-		return
-	}
 	// Not session.Close: that writes to the peer, and blocks when the peer
 	// is gone and the socket buffer is full.
 	c.client.Close()
@@ -233,8 +237,8 @@ func (c *conn) openSession(ctx context.Context, fn func(*ssh.Session) error) (*s
 		if err == nil {
 			stop := context.AfterFunc(ctx, func() { s.Close() })
 			err = fn(s)
-			if !stop() && err == nil {
-				err = ctx.Err()
+			if !stop() {
+				err = ctx.Err() // the session was closed under fn
 			}
 			if err != nil {
 				s.Close()

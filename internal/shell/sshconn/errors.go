@@ -7,6 +7,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/tandem-sh/tandem/internal/shell"
 )
 
 var (
@@ -24,10 +26,9 @@ var (
 	// ErrTimeout means the TCP connect, SSH handshake or shell start took
 	// longer than Options.ConnectTimeout.
 	ErrTimeout = errors.New("connect timed out")
-	// ErrNoForeground means SignalForeground found no job to signal: the
-	// shell itself is in the foreground (the command already ended), or it
-	// has no terminal. Signalling the shell would end the session instead.
-	ErrNoForeground = errors.New("no foreground job")
+	// ErrNoForeground is shell.ErrNoForeground, kept here for callers of
+	// this package.
+	ErrNoForeground = shell.ErrNoForeground
 )
 
 // HostKeyError says why a host key was refused and where the known key
@@ -47,6 +48,8 @@ type HostKeyError struct {
 	Revoked bool
 }
 
+// Error says which host and key were refused, which key file is involved,
+// and what a person can do about it.
 func (e *HostKeyError) Error() string {
 	offered := describeKey(e.Key)
 	switch {

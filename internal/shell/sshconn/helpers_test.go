@@ -128,7 +128,14 @@ func newTerm(t *testing.T, c shell.Conn) *term {
 			}
 		}
 	}()
-	t.Cleanup(func() { c.Close(); <-done })
+	t.Cleanup(func() {
+		c.Close()
+		select {
+		case <-done:
+		case <-time.After(wait):
+			t.Errorf("Read still blocked %v after Close", wait)
+		}
+	})
 	return tm
 }
 

@@ -67,8 +67,9 @@ const (
 )
 
 // Dial connects, authenticates, checks the host key, and starts
-// l.Command (the login shell when empty) in a PTY of l.Cols x l.Rows. It
-// gives up when ctx ends or ConnectTimeout passes. l.Env is ignored:
+// l.Command (the login shell when empty) in a PTY of l.Cols x l.Rows
+// (80x24 when zero). It gives up with ErrTimeout when ConnectTimeout
+// passes, and with ctx's error when ctx ends first. l.Env is ignored:
 // servers usually refuse environment requests.
 func (o *Options) Dial(ctx context.Context, l shell.Launch) (shell.Conn, error) {
 	port := o.Port
@@ -85,7 +86,7 @@ func (o *Options) Dial(ctx context.Context, l shell.Launch) (shell.Conn, error) 
 
 func (o *Options) dial(ctx context.Context, addr string, l shell.Launch) (*conn, error) {
 	if o.Host == "" || o.User == "" {
-		return nil, errors.New("Host and User are required")
+		return nil, errors.New("options: Host and User are required")
 	}
 	hosts, err := newHostKeyChecker(o.KnownHostsFile, o.HostKeyPolicy)
 	if err != nil {
@@ -112,19 +113,9 @@ func (o *Options) dial(ctx context.Context, addr string, l shell.Launch) (*conn,
 		return nil, timedOut(err)
 	}
 	defer release()
-
-	var d net.Dialer
-	nc, err := d.DialContext(dialCtx, "tcp", addr)
+	nc, err := connectTCP(dialCtx, addr)
 	if err != nil {
 		return nil, timedOut(err)
-	}
-	if tc, ok := nc.(*net.TCPConn); ok {
-		// Keystrokes are tiny writes; Go disables Nagle by default, but the
-		// latency of every key depends on it, so say so.
-		if err := tc.SetNoDelay(true); err != nil {
-			nc.Close()
-			return nil, fmt.Errorf("disable Nagle: %w", err)
-		}
 	}
 	// The deadline bounds the handshake and the shell's start; dialCtx
 	// ending (ctx cancelled) moves it to the past so blocked I/O fails now.
@@ -132,6 +123,52 @@ func (o *Options) dial(ctx context.Context, addr string, l shell.Launch) (*conn,
 	nc.SetDeadline(deadline)
 	stop := context.AfterFunc(dialCtx, func() { nc.SetDeadline(time.Unix(1, 0)) })
 
+	client, err := o.handshake(nc, addr, hosts, auth)
+	if err != nil {
+		stop()
+		nc.Close()
+		if errors.Is(err, ErrHostKey) || errors.Is(err, ErrAuth) {
+			return nil, err
+		}
+		return nil, timedOut(err)
+	}
+	c := newConn(addr, nc, client)
+	if err := c.startShell(l); err != nil {
+		stop()
+		c.Close()
+		return nil, timedOut(fmt.Errorf("start shell: %w", err))
+	}
+	if !stop() {
+		c.Close()
+		return nil, timedOut(context.Cause(dialCtx))
+	}
+	nc.SetDeadline(time.Time{})
+	c.watch(orDefault(o.KeepaliveInterval, DefaultKeepaliveInterval), orDefault(o.KeepaliveMax, DefaultKeepaliveMax))
+	return c, nil
+}
+
+// connectTCP opens the TCP connection with Nagle's algorithm off.
+func connectTCP(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		// Keystrokes are tiny writes whose latency Nagle would add to; Go
+		// turns it off by default, but this must not depend on a default.
+		if err := tc.SetNoDelay(true); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("disable Nagle: %w", err)
+		}
+	}
+	return nc, nil
+}
+
+// handshake runs the SSH handshake on nc: key exchange, host key check,
+// authentication. A refused host key is a *HostKeyError; refused
+// credentials wrap ErrAuth.
+func (o *Options) handshake(nc net.Conn, addr string, hosts *hostKeyChecker, auth []ssh.AuthMethod) (*ssh.Client, error) {
 	var hostKeyOK atomic.Bool
 	cfg := &ssh.ClientConfig{
 		User: o.User,
@@ -146,8 +183,6 @@ func (o *Options) dial(ctx context.Context, addr string, l shell.Launch) (*conn,
 	}
 	sc, chans, reqs, err := ssh.NewClientConn(nc, addr, cfg)
 	if err != nil {
-		stop()
-		nc.Close()
 		var hkErr *HostKeyError
 		switch {
 		case errors.As(err, &hkErr):
@@ -155,21 +190,9 @@ func (o *Options) dial(ctx context.Context, addr string, l shell.Launch) (*conn,
 		case hostKeyOK.Load() && isAuthFailure(err):
 			return nil, fmt.Errorf("%w: %w", ErrAuth, err)
 		}
-		return nil, timedOut(err)
+		return nil, err
 	}
-	c := newConn(addr, nc, ssh.NewClient(sc, chans, reqs))
-	if err := c.startShell(l); err != nil {
-		stop()
-		c.Close()
-		return nil, timedOut(fmt.Errorf("start shell: %w", err))
-	}
-	if !stop() {
-		c.Close()
-		return nil, timedOut(context.Cause(dialCtx))
-	}
-	nc.SetDeadline(time.Time{})
-	c.watch(orDefault(o.KeepaliveInterval, DefaultKeepaliveInterval), orDefault(o.KeepaliveMax, DefaultKeepaliveMax))
-	return c, nil
+	return ssh.NewClient(sc, chans, reqs), nil
 }
 
 // orDefault returns def for a zero (or negative) v.

@@ -1,6 +1,7 @@
 package sshconn
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -55,7 +56,10 @@ func (c *conn) OpenRelay(ctx context.Context, dir string) (*shell.Relay, error) 
 		ready := make([]byte, len(relayReady))
 		if _, err := io.ReadFull(stdout, ready); err != nil || string(ready) != relayReady {
 			msg, _ := io.ReadAll(io.LimitReader(stderr, 1024))
-			return fmt.Errorf("relay did not start: %s", strings.TrimSpace(string(msg)))
+			if len(msg) == 0 {
+				return fmt.Errorf("relay did not start: read %q, %v", ready, err)
+			}
+			return fmt.Errorf("relay did not start: %s", bytes.TrimSpace(msg))
 		}
 		return nil
 	})
