@@ -67,7 +67,7 @@ func TestLeasesDestroyShellAndProcesses(t *testing.T) {
 			t.Cleanup(cancel)
 			go m.Run(ctx)
 			s, tok := create(t, m, alice, "leased")
-			rec, err := s.Exec(ctx, "sleep 1000 & echo $!", shell.ExecOptions{Timeout: 10*time.Second})
+			rec, err := s.Exec(ctx, "sleep 1000 & echo $!", shell.ExecOptions{Timeout: 10 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,10 +143,10 @@ func TestGatePerSession(t *testing.T) {
 	var gate *session.GateError
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		if _, err := b.Exec(ctx, "echo b", shell.ExecOptions{Timeout: 5*time.Second}); err != nil {
+		if _, err := b.Exec(ctx, "echo b", shell.ExecOptions{Timeout: 5 * time.Second}); err != nil {
 			t.Fatalf("b is gated by a's activity: %v", err)
 		}
-		_, err := a.Exec(ctx, "echo a", shell.ExecOptions{Timeout: 5*time.Second})
+		_, err := a.Exec(ctx, "echo a", shell.ExecOptions{Timeout: 5 * time.Second})
 		if errors.As(err, &gate) {
 			break
 		}
@@ -155,7 +155,7 @@ func TestGatePerSession(t *testing.T) {
 	if gate == nil || len(gate.Commands) != 1 || gate.Commands[0].Command != "echo human" {
 		t.Fatalf("a's gate: %+v", gate)
 	}
-	if rec, err := a.Exec(ctx, "echo a", shell.ExecOptions{Timeout: 5*time.Second}); err != nil || string(rec.Stdout) != "a\n" {
+	if rec, err := a.Exec(ctx, "echo a", shell.ExecOptions{Timeout: 5 * time.Second}); err != nil || string(rec.Stdout) != "a\n" {
 		t.Errorf("after the gate: %v %q", err, rec.Stdout)
 	}
 }
