@@ -158,8 +158,8 @@ func BenchmarkExecLatency(b *testing.B) {
 				t2 := time.Now()
 				out, ferr := floorExec(c.cmd)
 				t3 := time.Now()
-				if err != nil || ferr != nil || len(out) != c.want || len(got) != c.want || len(rec.Stdout) != c.want {
-					b.Fatalf("%s: floor %d bytes (%v), engine %d (%v), tandem %d", c.cmd, len(out), ferr, len(rec.Stdout), err, len(got))
+				if err != nil || ferr != nil || len(out) != c.want || len(got) != c.want || rec.Stdout.Size() != int64(c.want) {
+					b.Fatalf("%s: floor %d bytes (%v), engine %d (%v), tandem %d", c.cmd, len(out), ferr, rec.Stdout.Size(), err, len(got))
 				}
 				if j >= 10 { // warm-up excluded
 					tl, el, fl = append(tl, t1.Sub(t0)), append(el, t2.Sub(t1)), append(fl, t3.Sub(t2))

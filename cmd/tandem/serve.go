@@ -18,6 +18,7 @@ import (
 	"github.com/tandem-sh/tandem/internal/config"
 	"github.com/tandem-sh/tandem/internal/mcp"
 	"github.com/tandem-sh/tandem/internal/session"
+	"github.com/tandem-sh/tandem/internal/spool"
 	"github.com/tandem-sh/tandem/internal/target"
 	"github.com/tandem-sh/tandem/internal/web"
 )
@@ -84,6 +85,7 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		Logger:      log,
 		IdleTimeout: time.Duration(cfg.Limits.IdleTimeout),
 		MaxLifetime: time.Duration(cfg.Limits.MaxLifetime),
+		Spool:       &spool.Dir{Path: spoolDir, Inline: cfg.Limits.InlineOutputBytes},
 	})
 	webDone := make(chan error, 1)
 	go func() { webDone <- web.New(webSessions{sessions}, &web.Options{Logger: log}).Serve(ctx, ln) }()
@@ -99,7 +101,6 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		MonitorURL:        func(key string) string { return web.MonitorURL(base, key) },
 		CommandTimeout:    time.Duration(cfg.Limits.CommandTimeout),
 		InlineOutputBytes: cfg.Limits.InlineOutputBytes,
-		SpoolDir:          spoolDir,
 		Logger:            log,
 		Version:           version,
 	})

@@ -41,8 +41,9 @@ const tokenHint = `Every call that names a session needs the sessionToken that s
 const reconnectExample = `ssh_connect {"name":"my-session","target":"local"}`
 
 // classify maps an error from the layers below to its stable reply. It is
-// the only place that knows both the sentinels and the codes.
-func classify(err error) *failure {
+// the only place that knows both the sentinels and the codes. The caller
+// owns any output resources the reply refers to.
+func (s *Server) classify(c session.Caller, err error) *failure {
 	var (
 		gate    *session.GateError
 		busy    *shell.BusyError
@@ -53,7 +54,7 @@ func classify(err error) *failure {
 	)
 	switch {
 	case errors.As(err, &gate):
-		return gateFailure(gate)
+		return s.gateFailure(c, gate)
 	case errors.As(err, &busy):
 		f := reply{"reason": busy.Reason}
 		if busy.Command != "" {
@@ -68,7 +69,7 @@ func classify(err error) *failure {
 		return fail(codeBusy, fmt.Sprintf("The session is busy: %s. Wait for it to finish, or call ssh_cancel if it is your command.", busy.Reason), f)
 	case errors.As(err, &timeout):
 		return fail(codeTimeout, "The command is still running after the timeout; it keeps running. Call ssh_cancel to interrupt it; until it ends the session answers session_busy.",
-			reply{"running": true, "partial": execResult(timeout.Partial)})
+			reply{"running": true, "commandId": timeout.Partial.ID, "partial": s.result(c, timeout.Partial)})
 	case errors.As(err, &ended):
 		return fail(codeSessionEnded, fmt.Sprintf("Session '%s' has ended (%s). Call ssh_connect again to start a new session, for example %s.", ended.Name, ended.Reason, reconnectExample),
 			reply{"reason": ended.Reason})
@@ -102,10 +103,10 @@ func invalidToken(name string) *failure {
 	return fail(codeInvalidToken, fmt.Sprintf("Invalid or missing session token for session '%s'", name), reply{"hint": tokenHint})
 }
 
-func gateFailure(g *session.GateError) *failure {
+func (s *Server) gateFailure(c session.Caller, g *session.GateError) *failure {
 	cmds := make([]any, 0, len(g.Commands))
-	for _, c := range g.Commands {
-		cmds = append(cmds, userCommand(c))
+	for _, rec := range g.Commands {
+		cmds = append(cmds, s.userCommand(c, rec))
 	}
 	return fail(codeUserActivity, "User commands executed since last MCP command. Review activity and retry.", reply{
 		"userActivitySince": g.Since.UTC().Format(time.RFC3339Nano),
@@ -113,17 +114,19 @@ func gateFailure(g *session.GateError) *failure {
 	})
 }
 
-func userCommand(c shell.Record) reply {
+// userCommand renders one human command for the gate, its output under
+// the same inline limit and resources as the agent's own.
+func (s *Server) userCommand(c session.Caller, rec shell.Record) reply {
 	r := reply{
-		"command":   c.Command,
-		"stdout":    string(c.Stdout),
-		"stderr":    string(c.Stderr),
-		"exitCode":  exitCode(c),
-		"duration":  c.Duration.Milliseconds(),
-		"timestamp": c.Started.UTC().Format(time.RFC3339Nano),
-		"cwd":       c.Cwd,
+		"command":   rec.Command,
+		"exitCode":  exitCode(rec),
+		"duration":  rec.Duration.Milliseconds(),
+		"timestamp": rec.Started.UTC().Format(time.RFC3339Nano),
+		"cwd":       rec.Cwd,
 	}
-	if c.Merged {
+	s.stream(r, c, rec.ID, "stdout", rec.Stdout)
+	s.stream(r, c, rec.ID, "stderr", rec.Stderr)
+	if rec.Merged {
 		r["streams"] = "merged"
 	}
 	return r

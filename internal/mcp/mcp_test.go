@@ -14,6 +14,7 @@ import (
 	"github.com/tandem-sh/tandem/internal/mcptest"
 	"github.com/tandem-sh/tandem/internal/sandbox"
 	"github.com/tandem-sh/tandem/internal/session"
+	"github.com/tandem-sh/tandem/internal/spool"
 	"github.com/tandem-sh/tandem/internal/target"
 )
 
@@ -43,11 +44,11 @@ func newServer(t testing.TB, inline int) *fixture {
 	if err := os.Mkdir(runDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	m := session.NewManager(nil)
-	t.Cleanup(m.Shutdown)
 	if inline == 0 {
 		inline = 1 << 20
 	}
+	m := session.NewManager(&session.Options{Spool: &spool.Dir{Path: filepath.Join(state, "spool"), Inline: inline}})
+	t.Cleanup(m.Shutdown)
 	srv := mcp.New(mcp.Deps{
 		Sessions: m,
 		Targets: &target.Resolver{Config: config.Default(t.TempDir()), Stdio: true, Self: self,
@@ -55,7 +56,6 @@ func newServer(t testing.TB, inline int) *fixture {
 		MonitorURL:        func(key string) string { return "http://127.0.0.1:1/s/" + key },
 		CommandTimeout:    30 * time.Second,
 		InlineOutputBytes: inline,
-		SpoolDir:          filepath.Join(state, "spool"),
 	})
 	return &fixture{srv: srv, sessions: m, inline: inline}
 }

@@ -2,13 +2,10 @@ package mcp
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +15,7 @@ import (
 
 	"github.com/tandem-sh/tandem/internal/session"
 	"github.com/tandem-sh/tandem/internal/shell"
+	"github.com/tandem-sh/tandem/internal/spool"
 )
 
 // pageBytes is the size of one page of a large output resource.
@@ -28,21 +26,14 @@ const outputURIPrefix = "tandem://output/"
 // outputs keeps outputs too big to send inline, on disk, readable as MCP
 // resources by the session owner only.
 type outputs struct {
-	dir string
-	mu  sync.Mutex
-	m   map[string]storedOutput // by URI
+	mu sync.Mutex
+	m  map[string]storedOutput // by URI
 }
 
 type storedOutput struct {
 	owner session.Caller
 	path  string
 	size  int64
-}
-
-func newCommandID() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return "cmd_" + hex.EncodeToString(b)
 }
 
 // putStream sets r[name] to the stream, base64 with name+"Encoding" when
@@ -56,57 +47,45 @@ func putStream(r reply, name string, b []byte) {
 	r[name+"Encoding"] = "base64"
 }
 
-// output renders a command's result, moving streams past the inline limit
-// to resources.
-func (s *Server) output(c session.Caller, sess *session.Session, id string, rec shell.Record) reply {
-	r := execResult(rec)
-	for _, st := range []struct {
-		name string
-		b    []byte
-	}{{"stdout", rec.Stdout}, {"stderr", rec.Stderr}} {
-		if len(st.b) <= s.deps.InlineOutputBytes {
-			continue
-		}
-		uri, err := s.outputs.store(c, id, st.name, st.b)
-		if err != nil {
-			s.log.Error("spool output", "err", err)
-			continue // the whole stream stays inline rather than being lost
-		}
-		putStream(r, st.name, st.b[:utf8Cut(st.b, s.deps.InlineOutputBytes)])
-		r[st.name+"Truncated"] = true
-		r[st.name+"Resource"] = reply{
-			"uri": uri, "bytes": len(st.b), "pageBytes": pageBytes,
-			"pages": (len(st.b) + pageBytes - 1) / pageBytes,
-		}
-	}
+// result renders a command's result object.
+func (s *Server) result(c session.Caller, rec shell.Record) reply {
+	r := reply{"exitCode": exitCode(rec), "durationMs": rec.Duration.Milliseconds(), "cwd": rec.Cwd}
+	s.stream(r, c, rec.ID, "stdout", rec.Stdout)
+	s.stream(r, c, rec.ID, "stderr", rec.Stderr)
 	return r
 }
 
-// utf8Cut returns the largest n <= max that does not split a UTF-8 rune.
-func utf8Cut(b []byte, max int) int {
-	if max >= len(b) {
-		return len(b)
+// stream puts one stream into r: inline up to the limit, else the head
+// inline plus name+"Resource" from which the caller can read all of it.
+func (s *Server) stream(r reply, c session.Caller, id, name string, f *spool.File) {
+	limit := s.deps.InlineOutputBytes
+	size := f.Size()
+	if size <= int64(limit) {
+		putStream(r, name, f.Head(limit))
+		return
 	}
-	n := max
-	for n > 0 && n > max-utf8.UTFMax && !utf8.RuneStart(b[n]) {
-		n--
+	head := f.Head(limit)
+	putStream(r, name, head[:utf8Cut(head, limit)])
+	r[name+"Truncated"] = true
+	path, err := f.Persist()
+	if err != nil {
+		s.log.Error("spool output", "command", id, "err", err)
+		r[name+"Error"] = "the full output could not be kept: " + err.Error()
+		return
 	}
-	return n
+	uri := s.outputs.add(c, id, name, path, size)
+	r[name+"Resource"] = reply{
+		"uri": uri, "bytes": size, "pageBytes": pageBytes,
+		"pages": (size + pageBytes - 1) / pageBytes,
+	}
 }
 
-func (o *outputs) store(c session.Caller, id, stream string, b []byte) (string, error) {
-	if err := os.MkdirAll(o.dir, 0o700); err != nil {
-		return "", fmt.Errorf("spool: %w", err)
-	}
-	p := filepath.Join(o.dir, id+"."+stream)
-	if err := os.WriteFile(p, b, 0o600); err != nil {
-		return "", fmt.Errorf("spool: %w", err)
-	}
+func (o *outputs) add(c session.Caller, id, stream, path string, size int64) string {
 	uri := outputURIPrefix + id + "/" + stream
 	o.mu.Lock()
-	o.m[uri] = storedOutput{owner: c, path: p, size: int64(len(b))}
+	o.m[uri] = storedOutput{owner: c, path: path, size: size}
 	o.mu.Unlock()
-	return uri, nil
+	return uri
 }
 
 // read serves one page of a stored output to its owner.
@@ -152,4 +131,16 @@ func (o *outputs) read(c session.Caller, rawURI string) (*mcp.ReadResourceResult
 
 func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	return s.outputs.read(s.caller(req.Session), req.Params.URI)
+}
+
+// utf8Cut returns the largest n <= max that does not split a UTF-8 rune.
+func utf8Cut(b []byte, max int) int {
+	if max >= len(b) {
+		return len(b)
+	}
+	n := max
+	for n > 0 && n > max-utf8.UTFMax && !utf8.RuneStart(b[n]) {
+		n--
+	}
+	return n
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tandem-sh/tandem/internal/session"
 )
 
 // reply is one tool reply: a JSON object with "success" and, on failure,
@@ -54,10 +56,10 @@ func result(r reply) *mcp.CallToolResult {
 }
 
 // errorResult maps any error to its stable reply.
-func errorResult(err error) *mcp.CallToolResult {
+func (s *Server) errorResult(c session.Caller, err error) *mcp.CallToolResult {
 	var f *failure
 	if !errors.As(err, &f) {
-		f = classify(err)
+		f = s.classify(c, err)
 	}
 	return result(f.reply())
 }

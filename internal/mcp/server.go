@@ -52,11 +52,10 @@ type Deps struct {
 	Tenant string
 	// CommandTimeout is ssh_exec's default timeout.
 	CommandTimeout time.Duration
-	// InlineOutputBytes is the most of each stream sent inline.
+	// InlineOutputBytes is the most of each stream sent inline; the spool
+	// given to the session layer must keep at least this much in memory.
 	InlineOutputBytes int
-	// SpoolDir holds outputs too large to send inline.
-	SpoolDir string
-	Logger   *slog.Logger
+	Logger            *slog.Logger
 	// Version is reported to clients.
 	Version string
 }
@@ -81,7 +80,7 @@ func New(d Deps) *Server {
 	if s.deps.Tenant == "" {
 		s.deps.Tenant = "default"
 	}
-	s.outputs = &outputs{dir: d.SpoolDir, m: map[string]storedOutput{}}
+	s.outputs = &outputs{m: map[string]storedOutput{}}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "tandem", Version: d.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
 		Logger:       s.log,
@@ -130,17 +129,18 @@ func handler[A any](s *Server, name string, run func(ctx context.Context, c sess
 		defer func() {
 			if p := recover(); p != nil {
 				s.log.Error("tool panicked", "tool", name, "panic", p, "stack", string(debug.Stack()))
-				res, err = errorResult(fail(codeInternal, "tandem hit an internal error running "+name+"; nothing else was affected. Please report this.", nil)), nil
+				res, err = result(fail(codeInternal, "tandem hit an internal error running "+name+"; nothing else was affected. Please report this.", nil).reply()), nil
 			}
 			s.log.Debug("tool call", "tool", name, "ms", time.Since(start).Milliseconds(), "isError", res != nil && res.IsError)
 		}()
+		c := s.caller(req.Session)
 		var a A
 		if err := decodeArgs(req.Params.Arguments, &a); err != nil {
-			return errorResult(err), nil
+			return s.errorResult(c, err), nil
 		}
-		r, err := run(withRequest(ctx, req), s.caller(req.Session), a)
+		r, err := run(withRequest(ctx, req), c, a)
 		if err != nil {
-			return errorResult(err), nil
+			return s.errorResult(c, err), nil
 		}
 		return result(r), nil
 	}

@@ -120,26 +120,13 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 		}
 		timeout = time.Duration(*a.TimeoutSeconds * float64(time.Second))
 	}
-	id := newCommandID()
 	prog := startProgress(ctx)
 	rec, err := sess.Exec(ctx, a.Command, shell.ExecOptions{Timeout: timeout, OnOutput: prog.hook()})
 	prog.finish()
 	if err != nil {
-		if f := classify(err); f.code == codeTimeout {
-			f.fields["commandId"] = id
-			return nil, f
-		}
 		return nil, err
 	}
-	return ok(reply{"result": s.output(c, sess, id, rec), "commandId": id}), nil
-}
-
-// execResult is the result object of a command, output inline.
-func execResult(r shell.Record) reply {
-	out := reply{"exitCode": exitCode(r), "durationMs": r.Duration.Milliseconds(), "cwd": r.Cwd}
-	putStream(out, "stdout", r.Stdout)
-	putStream(out, "stderr", r.Stderr)
-	return out
+	return ok(reply{"result": s.result(c, rec), "commandId": rec.ID}), nil
 }
 
 func (s *Server) list(c session.Caller) reply {
@@ -186,5 +173,5 @@ func (s *Server) cancel(ctx context.Context, c session.Caller, a sessionArgs) (r
 	if err != nil {
 		return nil, err
 	}
-	return ok(reply{"message": "The command was interrupted.", "result": execResult(rec)}), nil
+	return ok(reply{"message": "The command was interrupted.", "result": s.result(c, rec), "commandId": rec.ID}), nil
 }

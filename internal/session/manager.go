@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/shell"
+	"github.com/tandem-sh/tandem/internal/spool"
 )
 
 // Errors the mcp layer maps to stable codes.
@@ -57,6 +58,8 @@ type Options struct {
 	Cols, Rows int
 	// OnEnd, if set, is told when a session ends and why.
 	OnEnd func(s *Session, reason string)
+	// Spool captures command output; nil keeps it in memory (tests only).
+	Spool *spool.Dir
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -134,7 +137,7 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 	}
 	sh, err := shell.Start(ctx, t.Dialer, &shell.Options{
 		Logger: m.log.With("session", name), Cols: m.opts.Cols, Rows: m.opts.Rows,
-		OnCommand: s.userCommand,
+		OnCommand: s.userCommand, Spool: m.opts.Spool,
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("connect %q: %w", name, err)

@@ -71,7 +71,7 @@ func TestLeasesDestroyShellAndProcesses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pid, _ := strconv.Atoi(strings.TrimSpace(string(rec.Stdout)))
+			pid, _ := strconv.Atoi(strings.TrimSpace(rec.Stdout.String()))
 			if !alive(pid) {
 				t.Fatalf("background pid %d not running", pid)
 			}
@@ -155,7 +155,7 @@ func TestGatePerSession(t *testing.T) {
 	if gate == nil || len(gate.Commands) != 1 || gate.Commands[0].Command != "echo human" {
 		t.Fatalf("a's gate: %+v", gate)
 	}
-	if rec, err := a.Exec(ctx, "echo a", shell.ExecOptions{Timeout: 5 * time.Second}); err != nil || string(rec.Stdout) != "a\n" {
+	if rec, err := a.Exec(ctx, "echo a", shell.ExecOptions{Timeout: 5 * time.Second}); err != nil || rec.Stdout.String() != "a\n" {
 		t.Errorf("after the gate: %v %q", err, rec.Stdout)
 	}
 }

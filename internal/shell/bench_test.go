@@ -18,8 +18,8 @@ func benchShell(b *testing.B, cmd string, want int) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		rec, err := sh.Exec(context.Background(), cmd, shell.ExecOptions{})
-		if err != nil || len(rec.Stdout) != want {
-			b.Fatalf("%v: %d bytes", err, len(rec.Stdout))
+		if err != nil || rec.Stdout.Size() != int64(want) {
+			b.Fatalf("%v: %d bytes", err, rec.Stdout.Size())
 		}
 	}
 	b.SetBytes(int64(want))

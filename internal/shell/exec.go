@@ -59,14 +59,13 @@ type agentRun struct {
 	reply     string // staged, busy or stagefail
 	busyLine  string
 	staged    bool // the shell took the line; held input is released
+	preempted bool // a human command started before the line was staged
 	redrawn   bool
 	begun     bool
 	ended     bool
 	cwdSeen   bool
 	relayEnds int
 	capturing [2]bool
-	stdout    bytes.Buffer
-	stderr    bytes.Buffer
 	early     []byte
 	done      bool
 	onOutput  func(stream int, p []byte)
@@ -97,9 +96,7 @@ func (s *Shell) Exec(ctx context.Context, command string, o ExecOptions) (Record
 	case err == nil:
 		return a.rec, nil
 	case errors.Is(err, errDeadline) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-		p := a.rec
-		p.Stdout = bytes.Clone(a.stdout.Bytes())
-		p.Stderr = bytes.Clone(a.stderr.Bytes())
+		p := a.rec // the streams keep filling while the command runs
 		if !a.begun {
 			p.Started = a.stagedAt
 		}
@@ -140,7 +137,12 @@ func (s *Shell) claim(ctx context.Context, command string, o ExecOptions) (*agen
 			return nil, err
 		}
 	}
-	a := &agentRun{rec: Record{Source: "agent", Command: command}, stagedAt: time.Now(), onOutput: o.OnOutput}
+	id := newCommandID()
+	a := &agentRun{
+		rec: Record{ID: id, Source: "agent", Command: command,
+			Stdout: s.opts.Spool.New(id + ".stdout"), Stderr: s.opts.Spool.New(id + ".stderr")},
+		stagedAt: time.Now(), onOutput: o.OnOutput,
+	}
 	s.agent = a
 	return a, nil
 }
@@ -162,7 +164,7 @@ func (s *Shell) stage(ctx context.Context, a *agentRun, command string) error {
 	s.mu.Lock()
 	relay := s.relay
 	s.mu.Unlock()
-	if _, err := relay.Stage.Write(append([]byte(command), 0)); err != nil {
+	if _, err := relay.Stage.Write([]byte(a.rec.ID + "\n" + command + "\x00")); err != nil {
 		release()
 		return fmt.Errorf("exec: stage: %w", err)
 	}
@@ -171,10 +173,13 @@ func (s *Shell) stage(ctx context.Context, a *agentRun, command string) error {
 		return fmt.Errorf("exec: stage: %w", err)
 	}
 	s.mu.Lock()
-	err := s.waitUntil(ctx, stageTimeout, func() bool { return a.reply != "" })
-	reply, line := a.reply, a.busyLine
+	err := s.waitUntil(ctx, stageTimeout, func() bool { return a.reply != "" || a.preempted })
+	reply, line, preempted := a.reply, a.busyLine, a.preempted
 	s.mu.Unlock()
 	switch {
+	case preempted:
+		release()
+		return &BusyError{Reason: "a command the human started is still running"}
 	case err != nil:
 		release()
 		return fmt.Errorf("exec: the shell did not take the command: %w", err)
@@ -362,9 +367,9 @@ func (s *Shell) readRelay(r io.Reader, stream int) {
 				case frameData:
 					if a != nil && a.capturing[stream] {
 						if stream == 0 {
-							a.stdout.Write(p)
+							_, _ = a.rec.Stdout.Write(p)
 						} else {
-							a.stderr.Write(p)
+							_, _ = a.rec.Stderr.Write(p)
 						}
 						if a.onOutput != nil {
 							a.onOutput(stream, p)

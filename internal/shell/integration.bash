@@ -73,23 +73,33 @@ __tandem_agent=0
 # and presses the stage key. The staged line is what the human sees and what
 # history keeps. A human's half-typed line is never overwritten.
 __tandem_stage() {
-	local cmd
-	if ! IFS= read -r -d '' -t 5 -u "$__tandem_fi" cmd; then
+	local rec id cmd
+	if ! IFS= read -r -d '' -t 5 -u "$__tandem_fi" rec; then
 		printf '\033]633;X;stagefail%s' "$__tandem_N" >/dev/tty
 		return
 	fi
+	# The record is "ID\nCOMMAND": the ID lets tandem refuse a stale line.
+	id=${rec%%$'\n'*}
+	cmd=${rec#*$'\n'}
 	if [[ -n $READLINE_LINE ]]; then
 		__tandem_esc "$READLINE_LINE"
-		printf '\033]633;X;busy;line=%s%s' "$__tandem_r" "$__tandem_N" >/dev/tty
+		printf '\033]633;X;busy;id=%s;line=%s%s' "$id" "$__tandem_r" "$__tandem_N" >/dev/tty
 		return
 	fi
 	READLINE_LINE=$cmd
 	READLINE_POINT=${#cmd}
 	__tandem_agent=1
-	printf '\033]633;X;staged%s' "$__tandem_N" >/dev/tty
+	printf '\033]633;X;staged;id=%s%s' "$id" "$__tandem_N" >/dev/tty
 	trap "$__tandem_trap" DEBUG
 }
-
+# tandem no longer wants a staged line (it gave up waiting): clear it.
+__tandem_unstage() {
+	READLINE_LINE=
+	READLINE_POINT=0
+	__tandem_agent=0
+	trap - DEBUG
+	${__tandem_user_debug:+eval "$__tandem_user_debug"}
+}
 __tandem_pc() {
 	local s=$? h
 	if [[ $__tandem_agent == 2 ]]; then
@@ -141,6 +151,7 @@ fi
 for __tandem_m in emacs vi-insert; do
 	bind -m "$__tandem_m" -x '"\e[9001~": __tandem_stage'
 	bind -m "$__tandem_m" '"\e[9002~": accept-line'
+	bind -m "$__tandem_m" -x '"\e[9003~": __tandem_unstage'
 done
 unset __tandem_m
 

@@ -14,8 +14,9 @@ var integrationRC string
 
 // Key sequences bound by integration.bash. No terminal sends them.
 const (
-	keyStage  = "\x1b[9001~"
-	keyAccept = "\x1b[9002~"
+	keyStage   = "\x1b[9001~"
+	keyAccept  = "\x1b[9002~"
+	keyUnstage = "\x1b[9003~"
 )
 
 const rcDelimiter = "__TANDEM_RC_EOF__"

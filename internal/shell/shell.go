@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tandem-sh/tandem/internal/spool"
 	"github.com/tandem-sh/tandem/internal/term"
 )
 
@@ -28,6 +29,9 @@ type Options struct {
 	// OnCommand is called for every command the human ran, when it ends, in
 	// order. It runs with the Shell's lock held: it must not call the Shell.
 	OnCommand func(Record)
+	// Spool captures command output with bounded memory. Nil keeps all
+	// output in memory, which only tests should do.
+	Spool *spool.Dir
 	// Output, if set, sees every byte shown to viewers, in order (recordings).
 	// It runs with the Shell's lock held and must not block.
 	Output func(p []byte)
@@ -37,11 +41,15 @@ type Options struct {
 
 // Record is one finished command, the agent's or the human's.
 type Record struct {
+	// ID names the command (and its spool files) uniquely.
+	ID string
 	// Source is "agent" or "user".
 	Source  string
 	Command string
-	Stdout  []byte
-	Stderr  []byte
+	// Stdout and Stderr hold the complete streams. For a human's command,
+	// Stdout is the terminal output with ANSI sequences stripped.
+	Stdout *spool.File
+	Stderr *spool.File
 	// ExitCode is meaningful only when ExitKnown; a shell whose hooks were
 	// removed by the user reports an end without a status.
 	ExitCode  int
@@ -217,6 +225,13 @@ func (s *Shell) Close() error {
 	return err
 }
 
+// PID is the shell's process id on its host, as the shell reported it.
+func (s *Shell) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pid
+}
+
 // Cwd is the working directory the shell last reported.
 func (s *Shell) Cwd() string {
 	s.mu.Lock()
@@ -273,7 +288,7 @@ func (s *Shell) readPTY() {
 func (s *Shell) item(it term.Item) {
 	if it.Event == nil {
 		if s.human != nil {
-			s.human.out.Write(it.Data)
+			_, _ = s.human.plain.Write(it.Data)
 		}
 		if a := s.agent; a != nil && a.redrawn && !a.begun {
 			a.early = append(a.early, it.Data...)
@@ -339,8 +354,11 @@ func (s *Shell) event(e *term.Event) {
 			}
 			return
 		}
+		if a := s.agent; a != nil && !a.staged {
+			a.preempted = true // the human's type-ahead ran first
+		}
 		if s.human == nil {
-			s.human = &humanRun{rec: Record{Source: "user", Started: time.Now(), Merged: true}}
+			s.human = s.newHumanRun()
 		}
 	case term.CommandLine:
 		if s.human != nil {
@@ -394,9 +412,13 @@ func (s *Shell) private(e *term.Event) {
 		s.pid, _ = strconv.Atoi(e.Fields["pid"])
 		go s.openRelay(s.rundir)
 	case "staged", "busy", "stagefail":
-		if a := s.agent; a != nil && a.reply == "" {
+		a := s.agent
+		if a != nil && a.reply == "" && (e.Text == "stagefail" || e.Fields["id"] == a.rec.ID) {
 			a.reply, a.busyLine = e.Text, e.Fields["line"]
 			a.staged = e.Text == "staged"
+		} else if e.Text == "staged" {
+			// A line tandem stopped waiting for: it must never run.
+			go func() { _, _ = s.writePTY([]byte(keyUnstage)) }()
 		}
 	case "skipped":
 		if s.agent != nil && s.agent.staged && !s.agent.begun {
@@ -410,7 +432,7 @@ func (s *Shell) private(e *term.Event) {
 			if i := strings.IndexByte(msg, '\n'); i >= 0 {
 				msg = msg[i+1:]
 			}
-			s.agent.rec.Stderr = []byte(msg)
+			_, _ = s.agent.rec.Stderr.Write([]byte(msg))
 		}
 	case "ps2":
 		s.cont = true
@@ -423,15 +445,16 @@ func (s *Shell) finishRuns() {
 	if h := s.human; h != nil && h.ended {
 		s.human = nil
 		h.rec.Cwd = s.cwd
-		h.rec.Stdout = []byte(term.StripString(h.out.String()))
+		_ = h.plain.Flush()
+		_ = h.rec.Stdout.Close()
 		if s.opts.OnCommand != nil {
 			s.opts.OnCommand(h.rec)
 		}
 	}
 	if a := s.agent; a != nil && a.ended && a.cwdSeen && a.relayDone() {
 		a.rec.Cwd = s.cwd
-		a.rec.Stdout = a.stdout.Bytes()
-		a.rec.Stderr = append(a.rec.Stderr, a.stderr.Bytes()...)
+		_ = a.rec.Stdout.Close()
+		_ = a.rec.Stderr.Close()
 		a.done = true
 		s.agent = nil
 		s.flushHeldOut()
@@ -440,6 +463,22 @@ func (s *Shell) finishRuns() {
 
 type humanRun struct {
 	rec   Record
-	out   bytes.Buffer
+	plain *term.Plain // strips ANSI into rec.Stdout as output arrives
 	ended bool
+}
+
+func (s *Shell) newHumanRun() *humanRun {
+	id := newCommandID()
+	out := s.opts.Spool.New(id + ".out")
+	return &humanRun{
+		rec:   Record{ID: id, Source: "user", Started: time.Now(), Merged: true, Stdout: out},
+		plain: term.NewPlain(out),
+	}
+}
+
+// newCommandID names a command uniquely, across sessions and restarts.
+func newCommandID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "cmd_" + hex.EncodeToString(b[:])
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -14,9 +16,10 @@ import (
 )
 
 type harness struct {
-	sh   *shell.Shell
-	mu   sync.Mutex
-	user []shell.Record
+	sh     *shell.Shell
+	mu     sync.Mutex
+	user   []shell.Record
+	screen bytes.Buffer
 }
 
 func start(t *testing.T, d shell.Dialer) *harness {
@@ -27,6 +30,10 @@ func start(t *testing.T, d shell.Dialer) *harness {
 	sh, err := shell.Start(ctx, d, &shell.Options{OnCommand: func(r shell.Record) {
 		h.mu.Lock()
 		h.user = append(h.user, r)
+		h.mu.Unlock()
+	}, Output: func(p []byte) {
+		h.mu.Lock()
+		h.screen.Write(p)
 		h.mu.Unlock()
 	}})
 	if err != nil {
@@ -59,7 +66,11 @@ func (h *harness) users(t *testing.T, n int) []shell.Record {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("wanted %d user commands", n)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	buf := make([]byte, 1<<20)
+	t.Logf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
+	t.Fatalf("wanted %d user commands; the terminal showed:\n%q", n, h.screen.String())
 	return nil
 }
 
@@ -100,8 +111,8 @@ func TestExecContract(t *testing.T) {
 	}
 	for _, tc := range tests {
 		rec := h.exec(t, tc.cmd)
-		if string(rec.Stdout) != tc.stdout || string(rec.Stderr) != tc.stderr || rec.ExitCode != tc.exit || !rec.ExitKnown {
-			t.Errorf("%q: got stdout %q stderr %q exit %d/%v; want %q %q %d", tc.cmd, rec.Stdout, rec.Stderr, rec.ExitCode, rec.ExitKnown, tc.stdout, tc.stderr, tc.exit)
+		if rec.Stdout.String() != tc.stdout || rec.Stderr.String() != tc.stderr || rec.ExitCode != tc.exit || !rec.ExitKnown {
+			t.Errorf("%q: got stdout %q stderr %q exit %d/%v; want %q %q %d", tc.cmd, rec.Stdout.String(), rec.Stderr.String(), rec.ExitCode, rec.ExitKnown, tc.stdout, tc.stderr, tc.exit)
 		}
 	}
 	if got := h.exec(t, "pwd").Cwd; got != "/tmp" {
@@ -115,10 +126,10 @@ func TestExecContract(t *testing.T) {
 func TestSyntaxErrorDoesNotWedge(t *testing.T) {
 	h := start(t, &ptyDialer{t: t})
 	rec := h.exec(t, "if then")
-	if rec.ExitCode != 2 || !strings.Contains(string(rec.Stderr), "syntax error") {
+	if rec.ExitCode != 2 || !strings.Contains(rec.Stderr.String(), "syntax error") {
 		t.Errorf("syntax error: exit %d stderr %q", rec.ExitCode, rec.Stderr)
 	}
-	if got := h.exec(t, "echo fine"); string(got.Stdout) != "fine\n" {
+	if got := h.exec(t, "echo fine"); got.Stdout.String() != "fine\n" {
 		t.Errorf("after syntax error: %q", got.Stdout)
 	}
 }
@@ -130,8 +141,8 @@ func TestLargeOutputExact(t *testing.T) {
 	for i := 1; i <= 200000; i++ {
 		fmt.Fprintf(&want, "%d\n", i)
 	}
-	if !bytes.Equal(rec.Stdout, want.Bytes()) {
-		t.Fatalf("seq output differs: got %d bytes, want %d", len(rec.Stdout), want.Len())
+	if !bytes.Equal(rec.Stdout.Bytes(), want.Bytes()) {
+		t.Fatalf("seq output differs: got %d bytes, want %d", rec.Stdout.Size(), want.Len())
 	}
 }
 
@@ -147,14 +158,14 @@ func TestHumanCommandsRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := h.users(t, 2)
-	if got[0].Command != "cd /var && echo hi" || got[0].ExitCode != 0 || string(got[0].Stdout) != "hi\n" || got[0].Cwd != "/var" || !got[0].Merged {
+	if got[0].Command != "cd /var && echo hi" || got[0].ExitCode != 0 || got[0].Stdout.String() != "hi\n" || got[0].Cwd != "/var" || !got[0].Merged {
 		t.Errorf("first user command: %+v", got[0])
 	}
 	if got[1].Command != "false" || got[1].ExitCode != 1 || got[1].Started.Before(got[0].Started) {
 		t.Errorf("second user command: %+v", got[1])
 	}
 	h.idle(t)
-	if rec := h.exec(t, "pwd"); string(rec.Stdout) != "/var\n" {
+	if rec := h.exec(t, "pwd"); rec.Stdout.String() != "/var\n" {
 		t.Errorf("agent after human cd: %q", rec.Stdout)
 	}
 }
@@ -173,7 +184,7 @@ func TestBusyOnPartialLine(t *testing.T) {
 	if err := h.sh.Input(context.Background(), []byte("-done\r")); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.users(t, 1); string(got[0].Stdout) != "half-done\n" {
+	if got := h.users(t, 1); got[0].Stdout.String() != "half-done\n" {
 		t.Errorf("human line after refusal: %+v", got[0])
 	}
 }
@@ -182,7 +193,7 @@ func TestTimeoutBusyCancel(t *testing.T) {
 	h := start(t, &ptyDialer{t: t})
 	_, err := h.sh.Exec(context.Background(), "echo started; sleep 30", shell.ExecOptions{Timeout: 300 * time.Millisecond})
 	var te *shell.TimeoutError
-	if !errors.As(err, &te) || string(te.Partial.Stdout) != "started\n" {
+	if !errors.As(err, &te) || te.Partial.Stdout.String() != "started\n" {
 		t.Fatalf("want timeout with partial output, got %v", err)
 	}
 	_, err = h.sh.Exec(context.Background(), "true", shell.ExecOptions{})
@@ -194,7 +205,7 @@ func TestTimeoutBusyCancel(t *testing.T) {
 	if err != nil || rec.ExitCode != 130 {
 		t.Fatalf("cancel: %v, exit %d", err, rec.ExitCode)
 	}
-	if rec := h.exec(t, "echo after"); string(rec.Stdout) != "after\n" {
+	if rec := h.exec(t, "echo after"); rec.Stdout.String() != "after\n" {
 		t.Errorf("after cancel: %q", rec.Stdout)
 	}
 	if _, err := h.sh.Cancel(context.Background(), time.Second); !errors.Is(err, shell.ErrNotRunning) {
@@ -205,10 +216,10 @@ func TestTimeoutBusyCancel(t *testing.T) {
 func TestUserRCLoadsAndSurvivesStrictOptions(t *testing.T) {
 	rc := "set -uo pipefail\nalias ll='echo aliased'\nexport FROM_RC=yes\nPROMPT_COMMAND='true'\n"
 	h := start(t, &ptyDialer{t: t, rc: rc})
-	if rec := h.exec(t, "echo $FROM_RC; [[ $- == *u* ]] && echo strict"); string(rec.Stdout) != "yes\nstrict\n" {
+	if rec := h.exec(t, "echo $FROM_RC; [[ $- == *u* ]] && echo strict"); rec.Stdout.String() != "yes\nstrict\n" {
 		t.Errorf("user rc: %q", rec.Stdout)
 	}
-	if rec := h.exec(t, "false | true; echo $?"); string(rec.Stdout) != "1\n" {
+	if rec := h.exec(t, "false | true; echo $?"); rec.Stdout.String() != "1\n" {
 		t.Errorf("pipefail: %q", rec.Stdout)
 	}
 }
@@ -216,7 +227,7 @@ func TestUserRCLoadsAndSurvivesStrictOptions(t *testing.T) {
 func TestNonceNotVisibleToChildren(t *testing.T) {
 	h := start(t, &ptyDialer{t: t})
 	rec := h.exec(t, `cat /proc/$$/environ | tr '\0' '\n'; cat /proc/$$/cmdline; echo "$PS1"; env`)
-	if bytes.Contains(rec.Stdout, []byte("n=")) && bytes.Contains(rec.Stdout, []byte("633")) {
+	if bytes.Contains(rec.Stdout.Bytes(), []byte("n=")) && bytes.Contains(rec.Stdout.Bytes(), []byte("633")) {
 		t.Errorf("a mark leaked to a child: %q", rec.Stdout)
 	}
 }
@@ -251,7 +262,7 @@ func TestWatchReplaysScrollback(t *testing.T) {
 func TestControlBytesInCwdAndCommand(t *testing.T) {
 	h := start(t, &ptyDialer{t: t})
 	rec := h.exec(t, `d=$(mktemp -d)/$'a\030b\032c;d\\e'; mkdir -p "$d" && cd "$d" && echo in`)
-	if string(rec.Stdout) != "in\n" || !strings.HasSuffix(rec.Cwd, "/a\x18b\x1ac;d\\e") {
+	if rec.Stdout.String() != "in\n" || !strings.HasSuffix(rec.Cwd, "/a\x18b\x1ac;d\\e") {
 		t.Errorf("cwd with control bytes: %q (stdout %q)", rec.Cwd, rec.Stdout)
 	}
 	if err := h.sh.Input(context.Background(), []byte("echo $'x\\030y'\r")); err != nil {
@@ -268,24 +279,27 @@ func TestHumanCtrlCAndResize(t *testing.T) {
 	if err := h.sh.Resize(ctx, 132, 41); err != nil {
 		t.Fatal(err)
 	}
-	if rec := h.exec(t, "stty size </dev/tty"); string(rec.Stdout) != "41 132\n" {
+	if rec := h.exec(t, "stty size </dev/tty"); rec.Stdout.String() != "41 132\n" {
 		t.Errorf("after resize: %q", rec.Stdout)
 	}
 	if err := h.sh.Input(ctx, []byte("sleep 30\r")); err != nil {
 		t.Fatal(err)
 	}
-	// Wait until sleep runs (the shell is busy), then press Ctrl-C.
+	// Wait until sleep really runs as the shell's child: PS0 (the start
+	// mark) prints before bash forks, and a Ctrl-C in that gap hits bash.
 	deadline := time.Now().Add(5 * time.Second)
+	children := fmt.Sprintf("/proc/%d/task/%d/children", h.sh.PID(), h.sh.PID())
 	for {
-		_, err := h.sh.Exec(ctx, "true", shell.ExecOptions{})
-		var busy *shell.BusyError
-		if errors.As(err, &busy) && busy.Reason == "a command the human started is still running" {
-			break
+		kids, _ := os.ReadFile(children)
+		if pid := strings.TrimSpace(string(kids)); pid != "" {
+			if comm, _ := os.ReadFile("/proc/" + strings.Fields(pid)[0] + "/comm"); string(comm) == "sleep\n" {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("human command never started: %v", err)
+			t.Fatal("sleep never started")
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 	if err := h.sh.Input(ctx, []byte{3}); err != nil {
 		t.Fatal(err)
@@ -296,5 +310,41 @@ func TestHumanCtrlCAndResize(t *testing.T) {
 	}
 	if err := h.sh.Resize(ctx, 0, 10); err == nil {
 		t.Error("a 0-column resize was accepted")
+	}
+}
+
+// TestTypeAheadNeverRunsAStaleLine: a human's typed-ahead command races the
+// agent's staging. The agent's command must run exactly once, or be
+// refused as busy, and never surface later as a stale line.
+func TestTypeAheadNeverRunsAStaleLine(t *testing.T) {
+	h := start(t, &ptyDialer{t: t})
+	ctx := context.Background()
+	for round := 0; round < 5; round++ {
+		h.exec(t, "true")
+		if err := h.sh.Input(ctx, []byte("sleep 0.2\r")); err != nil {
+			t.Fatal(err)
+		}
+		ran := 0
+		for ran == 0 {
+			_, err := h.sh.Exec(ctx, "echo agent >> ran.log", shell.ExecOptions{Timeout: 10 * time.Second})
+			var busy *shell.BusyError
+			switch {
+			case err == nil:
+				ran++
+			case errors.As(err, &busy):
+				time.Sleep(10 * time.Millisecond)
+			default:
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+	}
+	h.idle(t)
+	if rec := h.exec(t, "wc -l < ran.log"); rec.Stdout.String() != "5\n" {
+		t.Errorf("the agent's command ran %q times, want 5", rec.Stdout.String())
+	}
+	for _, u := range h.users(t, 5) {
+		if u.Command != "sleep 0.2" {
+			t.Errorf("unexpected human command %q (a stale agent line?)", u.Command)
+		}
 	}
 }

@@ -132,4 +132,3 @@ func (r *Resolver) knownHosts(configured string) string {
 	}
 	return filepath.Join(r.Home, ".ssh", "known_hosts")
 }
-

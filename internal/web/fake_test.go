@@ -149,6 +149,16 @@ func (s sessions) Terminal(key string) (web.Terminal, bool) {
 	return t, ok
 }
 
+// recordings is a fixed set of recordings of ended sessions by key.
+type recordings map[string]recorded
+
+type recorded struct{ name, path string }
+
+func (r recordings) Recording(key string) (name, path string, ok bool) {
+	rec, ok := r[key]
+	return rec.name, rec.path, ok
+}
+
 // waitTimeout bounds every wait for the browser or the server. It is long
 // because tests share slow machines; a passing test never waits it out.
 const waitTimeout = 30 * time.Second
@@ -160,7 +170,13 @@ const testKey = "k-7f3a9c2e51d04b8e96a1c0ffee12ab34"
 // returns the base URL.
 func startServer(t *testing.T, s sessions) string {
 	t.Helper()
-	base, stop := startStoppable(t, s)
+	return startReplayServer(t, s, nil)
+}
+
+// startReplayServer is startServer with recordings of ended sessions.
+func startReplayServer(t *testing.T, s sessions, r web.Recordings) string {
+	t.Helper()
+	base, stop := startStoppable(t, s, r)
 	t.Cleanup(func() {
 		if err := stop(); err != nil {
 			t.Errorf("Serve: %v", err)
@@ -169,9 +185,9 @@ func startServer(t *testing.T, s sessions) string {
 	return base
 }
 
-// startStoppable serves s and returns the base URL and a func that stops the
-// server and returns what Serve returned.
-func startStoppable(t *testing.T, s sessions) (string, func() error) {
+// startStoppable serves s and the recordings r (nil for none), and returns
+// the base URL and a func that stops the server and returns what Serve returned.
+func startStoppable(t *testing.T, s sessions, r web.Recordings) (string, func() error) {
 	t.Helper()
 	log := testLogger(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -179,7 +195,7 @@ func startStoppable(t *testing.T, s sessions) (string, func() error) {
 	if err != nil {
 		t.Fatalf("Listen: %v", err)
 	}
-	srv := web.New(s, &web.Options{Logger: log})
+	srv := web.New(s, &web.Options{Logger: log, Recordings: r})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, ln) }()
 	return "http://" + ln.Addr().String(), func() error {

@@ -59,9 +59,12 @@ func TestNotFoundRevealsNothing(t *testing.T) {
 	for _, path := range []string{
 		"/s/wrong-key",
 		"/s/wrong-key/ws",
+		"/s/wrong-key/cast",
+		"/s/" + testKey + "/cast",
 		"/s/" + testKey + "x",
 		"/s/",
 		"/assets/terminal.html",
+		"/assets/replay.html",
 		"/assets/vendor/",
 		"/assets/vendor/LICENSE.xterm",
 	} {
@@ -82,6 +85,7 @@ func TestAssets(t *testing.T) {
 	base := startServer(t, sessions{})
 	for path, want := range map[string]string{
 		"/assets/terminal.js":         "text/javascript",
+		"/assets/replay.js":           "text/javascript",
 		"/assets/terminal.css":        "text/css",
 		"/assets/vendor/xterm.js":     "text/javascript",
 		"/assets/vendor/xterm.css":    "text/css",

@@ -40,15 +40,20 @@ func (s *Server) staticFiles(files http.Handler) http.Handler {
 	})
 }
 
-// servePage renders the terminal page of the session with the key in the
-// path. The page holds no key: its script finds the WebSocket beside its own URL.
+// servePage renders the terminal page of the live session with the key in
+// the path or, once it ended, the replay page of its recording. Neither page
+// holds the key: its script finds the WebSocket or the cast beside its own URL.
 func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
-	t, ok := s.sessions.Terminal(r.PathValue("key"))
-	if !ok {
-		s.serveNotFound(w, r)
+	key := r.PathValue("key")
+	if t, ok := s.sessions.Terminal(key); ok {
+		s.render(w, http.StatusOK, "terminal.html", struct{ Name string }{t.Name()})
 		return
 	}
-	s.render(w, http.StatusOK, "terminal.html", struct{ Name string }{t.Name()})
+	if name, _, ok := s.recording(key); ok {
+		s.render(w, http.StatusOK, "replay.html", struct{ Name string }{name})
+		return
+	}
+	s.serveNotFound(w, r)
 }
 
 // serveNotFound answers every unknown path and key alike, so a probe learns

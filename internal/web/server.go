@@ -36,20 +36,34 @@ type Sessions interface {
 	Terminal(key string) (Terminal, bool)
 }
 
+// Recordings finds the recording of an ended session by the capability key
+// of its monitoring URL, so the same link replays the session once it is over.
+// The session layer implements it.
+type Recordings interface {
+	// Recording returns the session's name (display only) and the path of
+	// its finished asciicast v2 file. It reports false for unknown keys and
+	// for sessions still running or still being written, alike.
+	Recording(key string) (name, path string, ok bool)
+}
+
 // Options configures a [Server]. A nil *Options means all defaults.
 type Options struct {
 	// Logger receives connection events (debug) and failures (warn).
 	// Nil means slog.Default().
 	Logger *slog.Logger
+	// Recordings lets a monitoring URL replay its session after it ended.
+	// Nil means no replay: the URL of an ended session is not found.
+	Recordings Recordings
 }
 
 // Server serves monitoring pages and their WebSockets for the sessions it
 // resolves. One Server is safe for any number of concurrent viewers.
 type Server struct {
-	sessions Sessions
-	log      *slog.Logger
-	pages    *template.Template // terminal.html and notfound.html
-	handler  http.Handler
+	sessions   Sessions
+	recordings Recordings // nil: no replay
+	log        *slog.Logger
+	pages      *template.Template // terminal.html, replay.html and notfound.html
+	handler    http.Handler
 
 	// viewers counts open WebSocket handlers, so Serve returns only after
 	// every viewer is closed.
@@ -63,20 +77,26 @@ var assets embed.FS
 // its context ends.
 const shutdownTimeout = 5 * time.Second
 
-// New returns a Server that looks monitoring keys up in s.
+// New returns a Server that looks monitoring keys up in s, and then, for
+// keys s does not know, in opts.Recordings.
 func New(s Sessions, opts *Options) *Server {
-	log := slog.Default()
-	if opts != nil && opts.Logger != nil {
-		log = opts.Logger
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	srv := &Server{
-		sessions: s,
-		log:      log,
-		pages:    template.Must(template.ParseFS(assets, "assets/*.html")),
+		sessions:   s,
+		recordings: o.Recordings,
+		log:        o.Logger,
+		pages:      template.Must(template.ParseFS(assets, "assets/*.html")),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /s/{key}", srv.servePage)
 	mux.HandleFunc("GET /s/{key}/ws", srv.serveWS)
+	mux.HandleFunc("GET /s/{key}/cast", srv.serveCast)
 	mux.Handle("GET /assets/", srv.staticFiles(http.FileServerFS(assets)))
 	mux.HandleFunc("/", srv.serveNotFound)
 	srv.handler = secureHeaders(mux)

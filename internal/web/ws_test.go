@@ -147,7 +147,7 @@ func TestWebSocketMessageTooBig(t *testing.T) {
 
 func TestServeShutdownClosesViewers(t *testing.T) {
 	term := newFakeTerm("shutdown")
-	base, stop := startStoppable(t, sessions{testKey: term})
+	base, stop := startStoppable(t, sessions{testKey: term}, nil)
 	ctx := testContext(t)
 	c := dial(t, ctx, base)
 	readUntil(t, ctx, c, scrollback)

@@ -36,7 +36,7 @@ func TestIntegratedShell(t *testing.T) {
 	}
 
 	rec := exec(`printf 'out\000\377'; printf err >&2; mkdir -p sub && cd sub; exit_code() { return 4; }; exit_code`)
-	if string(rec.Stdout) != "out\x00\xff" || string(rec.Stderr) != "err" || rec.ExitCode != 4 {
+	if rec.Stdout.String() != "out\x00\xff" || rec.Stderr.String() != "err" || rec.ExitCode != 4 {
 		t.Errorf("record = stdout %q, stderr %q, exit %d", rec.Stdout, rec.Stderr, rec.ExitCode)
 	}
 	if want := filepath.Join(ws, "sub"); rec.Cwd != want {
@@ -49,7 +49,7 @@ func TestIntegratedShell(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(outside) })
 	rec = exec("ls " + outside)
-	if !strings.Contains(string(rec.Stderr), "Permission denied") || rec.ExitCode == 0 {
+	if !strings.Contains(rec.Stderr.String(), "Permission denied") || rec.ExitCode == 0 {
 		t.Errorf("reading outside: stderr %q, exit %d; want a denial", rec.Stderr, rec.ExitCode)
 	}
 

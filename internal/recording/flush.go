@@ -1,0 +1,115 @@
+package recording
+
+import (
+	"errors"
+	"fmt"
+)
+
+// maxSpare bounds the buffer a Writer keeps for reuse between disk writes;
+// a larger one, left by a burst, goes back to the garbage collector.
+const maxSpare = 1 << 20
+
+// ErrClosed is returned by [Writer.Flush] after [Writer.Close].
+var ErrClosed = errors.New("recording: writer closed")
+
+// Flush waits until every event recorded before the call is written to the
+// file (not necessarily synced to the disk), and returns the first write
+// error, if any. It is for tests and checkpoints; the writer flushes on its
+// own.
+func (w *Writer) Flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closing {
+		return ErrClosed
+	}
+	target := w.appended
+	for w.written < target {
+		w.progress.Wait()
+	}
+	if w.err != nil {
+		return fmt.Errorf("recording: flush: %w", w.err)
+	}
+	return nil
+}
+
+// Close records what is still held back (an incomplete UTF-8 sequence as
+// U+FFFD, the marker of a final gap), waits until everything is written,
+// syncs and closes the file. It returns the first error since Create; later
+// calls return the same.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	if w.closing {
+		w.mu.Unlock()
+		<-w.closed
+		return w.closeErr
+	}
+	if w.err == nil {
+		d := w.now()
+		for stream, code := range []byte{'o', 'i'} {
+			if c := w.carry[stream]; len(c) > 0 {
+				w.add(d, code, c, false)
+			}
+		}
+		if w.gap > 0 {
+			w.add(d, 'o', nil, true) // the marker alone
+		}
+	}
+	w.carry = [2][]byte{}
+	w.closing = true
+	w.more.Signal()
+	for !w.finished {
+		w.progress.Wait()
+	}
+	err := w.err
+	w.mu.Unlock()
+
+	// Outside the lock: a late Output must not wait for the disk's sync.
+	if err == nil {
+		err = w.dst.Sync()
+	}
+	if cerr := w.dst.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		w.closeErr = fmt.Errorf("recording: close: %w", err)
+	}
+	close(w.closed)
+	return w.closeErr
+}
+
+// flush runs until Close: it hands pending events to the disk, one write per
+// batch, without holding the lock while it writes. After a write fails it
+// discards everything, since the file may end in half a line.
+func (w *Writer) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for {
+		for len(w.pending) == 0 && !w.closing {
+			w.more.Wait()
+		}
+		if len(w.pending) == 0 {
+			w.finished = true
+			w.progress.Broadcast()
+			return
+		}
+		buf := w.pending
+		w.pending, w.spare = w.spare[:0], nil
+		failed := w.err != nil
+		w.mu.Unlock()
+
+		var err error
+		if !failed {
+			_, err = w.dst.Write(buf)
+		}
+
+		w.mu.Lock()
+		if err != nil && w.err == nil {
+			w.err = fmt.Errorf("write: %w", err)
+		}
+		w.written += int64(len(buf))
+		if cap(buf) <= maxSpare {
+			w.spare = buf
+		}
+		w.progress.Broadcast()
+	}
+}

@@ -1,0 +1,238 @@
+// Package spool captures a command's output completely with bounded
+// memory: the first Inline bytes of a stream stay in memory, and a stream
+// that grows past them moves to a file in the spool directory. It knows
+// files and byte counts only, nothing of shells, sessions or MCP.
+package spool
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// Dir creates Files. A nil *Dir keeps everything in memory (tests only).
+type Dir struct {
+	// Path is where spilled streams are written, created 0700 on demand.
+	Path string
+	// Inline is how many bytes of each stream stay in memory.
+	Inline int
+}
+
+// File is one captured stream. Write never fails, so capture never stops
+// the shell; a disk error is kept (Err) and the bytes it cost are counted
+// (Lost). Every method is safe on a nil *File, which is an empty stream.
+type File struct {
+	dir  *Dir
+	name string
+
+	mu      sync.Mutex
+	head    []byte
+	f       *os.File // open while writing; nil after Close
+	spilled bool
+	size    int64
+	lost    int64
+	err     error
+}
+
+// New returns an empty stream that spills to Path/name.
+func (d *Dir) New(name string) *File {
+	return &File{dir: d, name: name}
+}
+
+func (f *File) inline() int {
+	if f.dir == nil {
+		return int(^uint(0) >> 1)
+	}
+	return f.dir.Inline
+}
+
+// Write appends p. It always reports success.
+func (f *File) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := len(p)
+	if f.err != nil {
+		f.lost += int64(n)
+		return n, nil
+	}
+	if room := f.inline() - len(f.head); room > 0 && !f.spilled {
+		k := min(room, len(p))
+		f.head = append(f.head, p[:k]...)
+		f.size += int64(k)
+		p = p[k:]
+	}
+	if len(p) == 0 {
+		return n, nil
+	}
+	if !f.spilled {
+		if err := f.spill(); err != nil {
+			f.err, f.lost = err, int64(len(p))
+			return n, nil
+		}
+	}
+	if f.f == nil {
+		f.err, f.lost = fmt.Errorf("spool %s: write after close", f.name), int64(len(p))
+		return n, nil
+	}
+	if _, err := f.f.Write(p); err != nil {
+		f.err, f.lost = fmt.Errorf("spool %s: %w", f.name, err), int64(len(p))
+		return n, nil
+	}
+	f.size += int64(len(p))
+	return n, nil
+}
+
+// spill moves the stream to disk; f.mu is held.
+func (f *File) spill() error {
+	if err := os.MkdirAll(f.dir.Path, 0o700); err != nil {
+		return fmt.Errorf("spool %s: %w", f.name, err)
+	}
+	fd, err := os.OpenFile(f.path(), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("spool %s: %w", f.name, err)
+	}
+	if _, err := fd.Write(f.head); err != nil {
+		_ = fd.Close()
+		return fmt.Errorf("spool %s: %w", f.name, err)
+	}
+	f.f, f.spilled = fd, true
+	return nil
+}
+
+func (f *File) path() string { return filepath.Join(f.dir.Path, f.name) }
+
+// Persist makes sure the whole stream is on disk (small streams live in
+// memory until then) and returns its path. It is meant for after the
+// command, off the reply's path.
+func (f *File) Persist() (string, error) {
+	if f == nil {
+		return "", nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.dir == nil {
+		return "", errors.New("spool: no directory")
+	}
+	if !f.spilled && f.err == nil {
+		if err := f.spill(); err != nil {
+			f.err = err
+		}
+	}
+	if f.f != nil {
+		if err := f.f.Sync(); err != nil && f.err == nil {
+			f.err = fmt.Errorf("spool %s: %w", f.name, err)
+		}
+	}
+	return f.path(), f.err
+}
+
+// Close ends writing and releases the file descriptor; the data stays
+// readable.
+func (f *File) Close() error {
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.f == nil {
+		return nil
+	}
+	err := f.f.Close()
+	f.f = nil
+	return err
+}
+
+// Size is the number of bytes captured (Lost bytes excluded).
+func (f *File) Size() int64 {
+	if f == nil {
+		return 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.size
+}
+
+// Head returns a copy of the first n bytes.
+func (f *File) Head(n int) []byte {
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n = min(n, len(f.head))
+	return append([]byte(nil), f.head[:n]...)
+}
+
+// Spilled reports whether the stream is on disk.
+func (f *File) Spilled() bool {
+	if f == nil {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.spilled
+}
+
+// Err is the first disk error, if any; Lost says how many bytes it cost.
+func (f *File) Err() error {
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+// Lost is the number of bytes dropped because of Err.
+func (f *File) Lost() int64 {
+	if f == nil {
+		return 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lost
+}
+
+// ReadAt reads captured bytes at off, from memory or disk.
+func (f *File) ReadAt(p []byte, off int64) (int, error) {
+	if f == nil {
+		return 0, io.EOF
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if off >= f.size {
+		return 0, io.EOF
+	}
+	if !f.spilled {
+		n := copy(p, f.head[off:])
+		if n < len(p) {
+			return n, io.EOF
+		}
+		return n, nil
+	}
+	p = p[:min(int64(len(p)), f.size-off)]
+	if f.f != nil {
+		return f.f.ReadAt(p, off)
+	}
+	fd, err := os.Open(f.path())
+	if err != nil {
+		return 0, fmt.Errorf("spool %s: %w", f.name, err)
+	}
+	defer fd.Close()
+	return fd.ReadAt(p, off)
+}
+
+// Bytes returns the whole stream. Use it only where the size is known to
+// be small (tests, or after checking Size).
+func (f *File) Bytes() []byte {
+	n := f.Size()
+	b := make([]byte, n)
+	m, _ := f.ReadAt(b, 0)
+	return b[:m]
+}
+
+// String is the whole stream as a string, for tests and small streams.
+func (f *File) String() string { return string(f.Bytes()) }

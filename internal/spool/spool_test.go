@@ -1,0 +1,79 @@
+package spool_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tandem-sh/tandem/internal/spool"
+)
+
+func TestSpillAndRead(t *testing.T) {
+	tests := []struct {
+		name   string
+		chunks []string
+		inline int
+		spill  bool
+	}{
+		{"fits", []string{"ab", "cd"}, 8, false},
+		{"exactly", []string{"abcd", "efgh"}, 8, false},
+		{"spills mid chunk", []string{"abcdef", "ghijkl"}, 8, true},
+		{"spills at once", []string{"0123456789abcdef"}, 4, true},
+		{"binary", []string{"\x00\xff", "\x00"}, 2, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &spool.Dir{Path: filepath.Join(t.TempDir(), "spool"), Inline: tc.inline}
+			f := d.New("c1.stdout")
+			var want bytes.Buffer
+			for _, c := range tc.chunks {
+				if n, err := f.Write([]byte(c)); n != len(c) || err != nil {
+					t.Fatalf("write: %d %v", n, err)
+				}
+				want.WriteString(c)
+			}
+			if f.Spilled() != tc.spill || f.Size() != int64(want.Len()) {
+				t.Errorf("spilled %v size %d", f.Spilled(), f.Size())
+			}
+			if got := f.Head(tc.inline); !bytes.Equal(got, want.Bytes()[:min(tc.inline, want.Len())]) {
+				t.Errorf("head %q", got)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.Bytes(); !bytes.Equal(got, want.Bytes()) {
+				t.Errorf("bytes %q, want %q", got, want.Bytes())
+			}
+			p, err := f.Persist()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if onDisk, _ := os.ReadFile(p); !bytes.Equal(onDisk, want.Bytes()) {
+				t.Errorf("persisted %q", onDisk)
+			}
+		})
+	}
+}
+
+func TestDiskErrorIsKeptNotFatal(t *testing.T) {
+	dir := t.TempDir()
+	blocker := filepath.Join(dir, "not-a-dir")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := (&spool.Dir{Path: blocker, Inline: 4}).New("x")
+	if n, err := f.Write([]byte("0123456789")); n != 10 || err != nil {
+		t.Fatalf("write reported %d %v; capture must never fail the shell", n, err)
+	}
+	if f.Err() == nil || f.Lost() != 6 || string(f.Head(4)) != "0123" {
+		t.Errorf("err %v lost %d head %q", f.Err(), f.Lost(), f.Head(4))
+	}
+}
+
+func TestNilIsEmpty(t *testing.T) {
+	var f *spool.File
+	if f.Size() != 0 || f.String() != "" || f.Spilled() || f.Close() != nil {
+		t.Error("nil File is not an empty stream")
+	}
+}
