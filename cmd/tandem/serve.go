@@ -82,13 +82,16 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	}
 	base := "http://" + ln.Addr().String()
 	sessions := session.NewManager(&session.Options{
-		Logger:      log,
-		IdleTimeout: time.Duration(cfg.Limits.IdleTimeout),
-		MaxLifetime: time.Duration(cfg.Limits.MaxLifetime),
-		Spool:       &spool.Dir{Path: spoolDir, Inline: cfg.Limits.InlineOutputBytes},
+		Logger:        log,
+		IdleTimeout:   time.Duration(cfg.Limits.IdleTimeout),
+		MaxLifetime:   time.Duration(cfg.Limits.MaxLifetime),
+		Spool:         &spool.Dir{Path: spoolDir, Inline: cfg.Limits.InlineOutputBytes},
+		RecordingsDir: filepath.Join(dataDir, "recordings"),
 	})
 	webDone := make(chan error, 1)
-	go func() { webDone <- web.New(webSessions{sessions}, &web.Options{Logger: log}).Serve(ctx, ln) }()
+	go func() {
+		webDone <- web.New(webSessions{sessions}, &web.Options{Logger: log, Recordings: sessions}).Serve(ctx, ln)
+	}()
 	leasesDone := make(chan struct{})
 	go func() { sessions.Run(ctx); close(leasesDone) }()
 

@@ -60,6 +60,8 @@ type Options struct {
 	OnEnd func(s *Session, reason string)
 	// Spool captures command output; nil keeps it in memory (tests only).
 	Spool *spool.Dir
+	// RecordingsDir, if set, receives one asciicast v2 file per session.
+	RecordingsDir string
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -76,6 +78,7 @@ type Manager struct {
 	reserved map[key]bool
 	ended    map[key]*Session // last ended session per name, for clear errors
 	byKey    map[[32]byte]*Session
+	replays  map[[32]byte]*Session // ended sessions whose recording is complete
 }
 
 // NewManager returns an empty registry.
@@ -85,6 +88,7 @@ func NewManager(opts *Options) *Manager {
 		reserved: map[key]bool{},
 		ended:    map[key]*Session{},
 		byKey:    map[[32]byte]*Session{},
+		replays:  map[[32]byte]*Session{},
 	}
 	if opts != nil {
 		m.opts = *opts
@@ -135,11 +139,16 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 		ID: newID(), Name: name, Target: t, CreatedAt: now, caller: c,
 		tokenHash: hashToken(tok), monitorKey: mk, lastActivity: now,
 	}
-	sh, err := shell.Start(ctx, t.Dialer, &shell.Options{
+	so := &shell.Options{
 		Logger: m.log.With("session", name), Cols: m.opts.Cols, Rows: m.opts.Rows,
 		OnCommand: s.userCommand, Spool: m.opts.Spool,
-	})
+	}
+	if err := m.record(s, so); err != nil {
+		return nil, "", fmt.Errorf("connect %q: %w", name, err)
+	}
+	sh, err := shell.Start(ctx, t.Dialer, so)
 	if err != nil {
+		s.closeRecording()
 		return nil, "", fmt.Errorf("connect %q: %w", name, err)
 	}
 	s.sh = sh
@@ -200,6 +209,18 @@ func (m *Manager) List(c Caller) []Info {
 	return out
 }
 
+// Recording finds the finished recording of an ended session by its
+// capability key, for the browser replay.
+func (m *Manager) Recording(key string) (name, path string, ok bool) {
+	m.mu.Lock()
+	s := m.replays[sha256.Sum256([]byte(key))]
+	m.mu.Unlock()
+	if s == nil {
+		return "", "", false
+	}
+	return s.Name, s.recPath, true
+}
+
 // ByMonitorKey finds the session a capability key opens.
 func (m *Manager) ByMonitorKey(k string) (*Session, bool) {
 	m.mu.Lock()
@@ -235,6 +256,11 @@ func (m *Manager) end(s *Session, reason string) {
 	delete(m.byKey, sha256.Sum256([]byte(s.monitorKey)))
 	m.mu.Unlock()
 	_ = s.sh.Close()
+	if s.closeRecording() {
+		m.mu.Lock()
+		m.replays[sha256.Sum256([]byte(s.monitorKey))] = s
+		m.mu.Unlock()
+	}
 	m.log.Info("session ended", "session", s.Name, "reason", reason)
 	if m.opts.OnEnd != nil {
 		m.opts.OnEnd(s, reason)

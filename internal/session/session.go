@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tandem-sh/tandem/internal/recording"
 	"github.com/tandem-sh/tandem/internal/shell"
 )
 
@@ -65,6 +66,9 @@ type Session struct {
 	tokenHash  [32]byte
 	monitorKey string
 	sh         *shell.Shell
+
+	rec     *recording.Writer
+	recPath string
 
 	mu           sync.Mutex
 	lastActivity time.Time

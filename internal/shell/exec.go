@@ -307,7 +307,15 @@ func (s *Shell) Resize(ctx context.Context, cols, rows int) error {
 	if cols <= 0 || rows <= 0 || cols > 1000 || rows > 1000 {
 		return fmt.Errorf("resize: %dx%d is out of range", cols, rows)
 	}
-	return s.conn.Resize(cols, rows)
+	if err := s.conn.Resize(cols, rows); err != nil {
+		return fmt.Errorf("resize: %w", err)
+	}
+	if s.opts.Resized != nil {
+		s.mu.Lock()
+		s.opts.Resized(cols, rows)
+		s.mu.Unlock()
+	}
+	return nil
 }
 
 func (s *Shell) writePTY(p []byte) (int, error) {

@@ -37,6 +37,8 @@ type Options struct {
 	Output func(p []byte)
 	// Input, if set, sees every byte a human typed (recordings). Same rules.
 	Input func(p []byte)
+	// Resized, if set, sees every terminal size change (recordings). Same rules.
+	Resized func(cols, rows int)
 }
 
 // Record is one finished command, the agent's or the human's.

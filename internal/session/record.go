@@ -1,0 +1,43 @@
+package session
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/tandem-sh/tandem/internal/recording"
+	"github.com/tandem-sh/tandem/internal/shell"
+)
+
+// record starts the session's asciicast and hooks it to the shell.
+func (m *Manager) record(s *Session, so *shell.Options) error {
+	if m.opts.RecordingsDir == "" {
+		return nil
+	}
+	cols, rows := so.Cols, so.Rows
+	if cols <= 0 || rows <= 0 {
+		cols, rows = 120, 32
+	}
+	path := filepath.Join(m.opts.RecordingsDir, s.ID+".cast")
+	w, err := recording.Create(path, recording.Header{Width: cols, Height: rows, Title: s.Name, IdleTimeLimit: 2})
+	if err != nil {
+		return fmt.Errorf("recording: %w", err)
+	}
+	s.rec, s.recPath = w, path
+	so.Output, so.Input, so.Resized = w.Output, w.Input, w.Resize
+	return nil
+}
+
+// closeRecording finishes the cast once the shell is gone; it reports
+// whether there is a complete recording to replay.
+func (s *Session) closeRecording() bool {
+	if s.rec == nil {
+		return false
+	}
+	if s.sh != nil {
+		<-s.sh.Done()
+	}
+	return s.rec.Close() == nil
+}
+
+// RecordingPath is where the session's asciicast is, or "".
+func (s *Session) RecordingPath() string { return s.recPath }
