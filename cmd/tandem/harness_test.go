@@ -42,6 +42,7 @@ func TestMain(m *testing.M) {
 // server is one `tandem serve` process and its MCP client.
 type server struct {
 	cs      *sdk.ClientSession
+	cmd     *exec.Cmd
 	home    string
 	dataDir string
 	stderr  *os.File
@@ -49,6 +50,7 @@ type server struct {
 
 type serverOpts struct {
 	dir    string // working directory (the default local workspace)
+	home   string // HOME, and the data dir under it; shared to simulate a restart
 	config string // tandem.yaml content, if any
 	env    []string
 }
@@ -56,14 +58,17 @@ type serverOpts struct {
 // startServer spawns the built binary over stdio, the way MCP clients do.
 func startServer(t testing.TB, o serverOpts) *server {
 	t.Helper()
-	home := t.TempDir()
+	home := o.home
+	if home == "" {
+		home = t.TempDir()
+	}
 	if o.dir == "" {
 		o.dir = t.TempDir()
 	}
 	s := &server{home: home, dataDir: filepath.Join(home, "state")}
 	args := []string{"serve", "--web", "127.0.0.1:0", "--data-dir", s.dataDir, "--log-level", "debug"}
 	if o.config != "" {
-		p := filepath.Join(home, "tandem.yaml")
+		p := filepath.Join(t.TempDir(), "tandem.yaml")
 		if err := os.WriteFile(p, []byte(o.config), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +77,7 @@ func startServer(t testing.TB, o serverOpts) *server {
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = o.dir
 	cmd.Env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "USER=" + os.Getenv("USER")}, o.env...)
-	errf, err := os.Create(filepath.Join(home, "stderr.log"))
+	errf, err := os.CreateTemp(home, "stderr-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +90,7 @@ func startServer(t testing.TB, o serverOpts) *server {
 	if err != nil {
 		t.Fatalf("connect to tandem: %v (stderr: %s)", err, s.log())
 	}
-	s.cs = cs
+	s.cs, s.cmd = cs, cmd
 	t.Cleanup(func() {
 		_ = cs.Close()
 		if cmd.Process != nil {

@@ -76,12 +76,18 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	rec, err := openRecord(ctx, dataDir, log)
+	if err != nil {
+		return err
+	}
+	defer rec.close(log)
 	ln, err := web.Listen(ctx, f.web, &web.ListenOptions{Logger: log})
 	if err != nil {
 		return err
 	}
 	base := "http://" + ln.Addr().String()
 	sessions := session.NewManager(&session.Options{
+		Journal:     rec.journal,
 		Logger:        log,
 		IdleTimeout:   time.Duration(cfg.Limits.IdleTimeout),
 		MaxLifetime:   time.Duration(cfg.Limits.MaxLifetime),
@@ -97,6 +103,7 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 
 	srv := mcp.New(mcp.Deps{
 		Sessions: sessions,
+		Audit:    rec.audit,
 		Targets: &target.Resolver{
 			Config: cfg, Stdio: true, Self: self, Home: home, AgentSocket: os.Getenv("SSH_AUTH_SOCK"),
 			RunDir: runDir, Env: shellEnv(), User: currentUser(),

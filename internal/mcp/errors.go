@@ -71,8 +71,12 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 		return fail(codeTimeout, "The command is still running after the timeout; it keeps running. Call ssh_cancel to interrupt it; until it ends the session answers session_busy.",
 			reply{"running": true, "commandId": timeout.Partial.ID, "partial": s.result(c, timeout.Partial)})
 	case errors.As(err, &ended):
-		return fail(codeSessionEnded, fmt.Sprintf("Session '%s' has ended (%s). Call ssh_connect again to start a new session, for example %s.", ended.Name, ended.Reason, reconnectExample),
-			reply{"reason": ended.Reason})
+		why := fmt.Sprintf("Session '%s' has ended (%s).", ended.Name, ended.Reason)
+		if ended.Reason == "server_restart" {
+			why = fmt.Sprintf("Session '%s' ended because the tandem server restarted, and sessions do not survive a restart.", ended.Name)
+		}
+		return fail(codeSessionEnded, why+" Call ssh_connect again to start a new session, for example "+reconnectExample+".",
+			reply{"reason": ended.Reason, "endedAt": ended.At.UTC().Format(time.RFC3339Nano)})
 	case errors.As(err, &tokErr):
 		return invalidToken(tokErr.Name)
 	case errors.Is(err, session.ErrNameTaken):

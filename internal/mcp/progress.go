@@ -16,14 +16,6 @@ const progressEvery = 200 * time.Millisecond
 // in the reply.
 const progressMax = 64 << 10
 
-type requestKey struct{}
-
-// withRequest lets a tool reach its request (for progress) without every
-// tool taking it.
-func withRequest(ctx context.Context, req *mcp.CallToolRequest) context.Context {
-	return context.WithValue(ctx, requestKey{}, req)
-}
-
 // progress streams output to the client as notifications/progress.
 type progress struct {
 	ss    *mcp.ServerSession
@@ -39,7 +31,7 @@ type progress struct {
 
 // startProgress returns nil when the client did not ask for progress.
 func startProgress(ctx context.Context) *progress {
-	req, _ := ctx.Value(requestKey{}).(*mcp.CallToolRequest)
+	req := callFrom(ctx).req
 	if req == nil || req.Session == nil || req.Params == nil {
 		return nil
 	}

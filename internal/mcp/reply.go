@@ -55,13 +55,13 @@ func result(r reply) *mcp.CallToolResult {
 	}
 }
 
-// errorResult maps any error to its stable reply.
-func (s *Server) errorResult(c session.Caller, err error) *mcp.CallToolResult {
+// failure maps any error to its stable failure.
+func (s *Server) failure(c session.Caller, err error) *failure {
 	var f *failure
-	if !errors.As(err, &f) {
-		f = s.classify(c, err)
+	if errors.As(err, &f) {
+		return f
 	}
-	return result(f.reply())
+	return s.classify(c, err)
 }
 
 func invalidArg(field, format string, a ...any) *failure {

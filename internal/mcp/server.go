@@ -22,6 +22,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tandem-sh/tandem/internal/audit"
 	"github.com/tandem-sh/tandem/internal/session"
 	"github.com/tandem-sh/tandem/internal/target"
 )
@@ -35,6 +36,11 @@ type Sessions interface {
 	EndOwner(c session.Caller)
 }
 
+// Auditor records tool calls durably: Append returns once committed.
+type Auditor interface {
+	Append(ctx context.Context, r audit.Record) (audit.Record, error)
+}
+
 // Targets resolves where a new session runs.
 type Targets interface {
 	DefaultName() (string, error)
@@ -46,6 +52,8 @@ type Targets interface {
 type Deps struct {
 	Sessions Sessions
 	Targets  Targets
+	// Audit, if set, receives one record per tool call.
+	Audit Auditor
 	// MonitorURL turns a session's capability key into its browser URL.
 	MonitorURL func(key string) string
 	// Tenant names the tenant of every caller (one per server for now).
@@ -122,27 +130,100 @@ func (s *Server) forget(ss *mcp.ServerSession, id string) {
 	s.deps.Sessions.EndOwner(session.Caller{Tenant: s.deps.Tenant, ID: id})
 }
 
-// handler adapts one tool: decode, run, render; no panic escapes.
+// call is what one tool call learns about itself for its audit record.
+type call struct {
+	req       *mcp.CallToolRequest
+	sessionID string
+	session   string
+	target    string
+	exit      *int
+	bytes     int64
+}
+
+type callKey struct{}
+
+func callFrom(ctx context.Context) *call {
+	if c, ok := ctx.Value(callKey{}).(*call); ok {
+		return c
+	}
+	return &call{}
+}
+
+// noteSession records which session a call touched.
+func noteSession(ctx context.Context, sess *session.Session) {
+	c := callFrom(ctx)
+	c.sessionID, c.session, c.target = sess.ID, sess.Name, sess.Target.Name
+}
+
+// handler adapts one tool: decode, run, audit, render. The audit record is
+// committed before the reply is sent, and no panic escapes.
 func handler[A any](s *Server, name string, run func(ctx context.Context, c session.Caller, a A) (reply, error)) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
 		start := time.Now()
+		c := s.caller(req.Session)
+		info := &call{req: req}
+		ctx = context.WithValue(ctx, callKey{}, info)
+		var r reply
 		defer func() {
 			if p := recover(); p != nil {
 				s.log.Error("tool panicked", "tool", name, "panic", p, "stack", string(debug.Stack()))
-				res, err = result(fail(codeInternal, "tandem hit an internal error running "+name+"; nothing else was affected. Please report this.", nil).reply()), nil
+				r = fail(codeInternal, "tandem hit an internal error running "+name+"; nothing else was affected. Please report this.", nil).reply()
 			}
-			s.log.Debug("tool call", "tool", name, "ms", time.Since(start).Milliseconds(), "isError", res != nil && res.IsError)
+			s.audit(ctx, c, name, info, r, start)
+			res, err = result(r), nil
 		}()
-		c := s.caller(req.Session)
 		var a A
-		if err := decodeArgs(req.Params.Arguments, &a); err != nil {
-			return s.errorResult(c, err), nil
+		if decodeErr := decodeArgs(req.Params.Arguments, &a); decodeErr != nil {
+			r = s.failure(c, decodeErr).reply()
+			return
 		}
-		r, err := run(withRequest(ctx, req), c, a)
-		if err != nil {
-			return s.errorResult(c, err), nil
+		out, runErr := run(ctx, c, a)
+		if runErr != nil {
+			r = s.failure(c, runErr).reply()
+			return
 		}
-		return result(r), nil
+		r = out
+		return
+	}
+}
+
+// audit appends the call's record. If that fails the reply says so: the
+// action has happened, and hiding its result would not undo it.
+func (s *Server) audit(ctx context.Context, c session.Caller, tool string, info *call, r reply, start time.Time) {
+	outcome, _ := r["error"].(string)
+	event := "tool_call"
+	switch outcome {
+	case "":
+		outcome = "ok"
+	case codeInvalidToken:
+		event = "token_refused"
+	case codeUserActivity:
+		event = "gate_tripped"
+	}
+	if info.session == "" && info.req != nil {
+		var named struct {
+			SessionName string `json:"sessionName"`
+			Name        string `json:"name"`
+		}
+		_ = json.Unmarshal(info.req.Params.Arguments, &named)
+		info.session = named.SessionName + named.Name
+	}
+	s.log.Debug("tool call", "tool", tool, "ms", time.Since(start).Milliseconds(), "outcome", outcome)
+	if s.deps.Audit == nil {
+		return
+	}
+	var args json.RawMessage
+	if info.req != nil {
+		args = audit.Redact(info.req.Params.Arguments)
+	}
+	rec := audit.Record{
+		Time: start, Tenant: c.Tenant, Actor: c.ID, SessionID: info.sessionID, SessionName: info.session,
+		Target: info.target, Tool: tool, Event: event, Args: args, Outcome: outcome,
+		ExitCode: info.exit, DurationMs: time.Since(start).Milliseconds(), Bytes: info.bytes,
+	}
+	if _, err := s.deps.Audit.Append(context.WithoutCancel(ctx), rec); err != nil {
+		s.log.Error("audit append failed", "tool", tool, "err", err)
+		r["auditError"] = "this call could not be written to the audit log: " + err.Error()
 	}
 }
 
@@ -161,10 +242,10 @@ func (s *Server) register() {
 		handler(s, "ssh_list_sessions", func(_ context.Context, c session.Caller, _ struct{}) (reply, error) { return s.list(c), nil }))
 	add("ssh_disconnect", "End the session: its shell and processes stop.",
 		sessionSchema, outputSchema(""),
-		handler(s, "ssh_disconnect", func(_ context.Context, c session.Caller, a sessionArgs) (reply, error) { return s.disconnect(c, a) }))
+		handler(s, "ssh_disconnect", s.disconnect))
 	add("ssh_get_monitoring_url", "Get the browser URL where a human can watch and type into the session.",
 		sessionSchema, outputSchema(`"sessionName":{"type":"string"},"monitoringUrl":{"type":"string"}`),
-		handler(s, "ssh_get_monitoring_url", func(_ context.Context, c session.Caller, a sessionArgs) (reply, error) { return s.monitoringURL(c, a) }))
+		handler(s, "ssh_get_monitoring_url", s.monitoringURL))
 	add("ssh_cancel", "Interrupt your running command: Ctrl-C, then SIGTERM and SIGKILL after a grace period.",
 		sessionSchema, outputSchema(`"result":{"type":"object"}`),
 		handler(s, "ssh_cancel", s.cancel))

@@ -78,6 +78,7 @@ func (s *Server) connect(ctx context.Context, c session.Caller, a connectArgs) (
 	if err != nil {
 		return nil, err
 	}
+	noteSession(ctx, sess)
 	return ok(reply{
 		"connection":   connection(sess.Info()),
 		"sessionToken": tok,
@@ -95,18 +96,23 @@ func connection(i session.Info) reply {
 
 // lookup authenticates a session call by name, caller and token. The gate
 // is the tool's business: Exec checks it atomically with the shell.
-func (s *Server) lookup(c session.Caller, a sessionArgs) (*session.Session, error) {
+func (s *Server) lookup(ctx context.Context, c session.Caller, a sessionArgs) (*session.Session, error) {
 	if a.SessionName == "" {
 		return nil, invalidToken("")
 	}
 	if a.SessionToken == "" {
 		return nil, invalidToken(a.SessionName)
 	}
-	return s.deps.Sessions.Lookup(c, a.SessionName, a.SessionToken)
+	sess, err := s.deps.Sessions.Lookup(c, a.SessionName, a.SessionToken)
+	if err != nil {
+		return nil, err
+	}
+	noteSession(ctx, sess)
+	return sess, nil
 }
 
 func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply, error) {
-	sess, err := s.lookup(c, sessionArgs{a.SessionName, a.SessionToken})
+	sess, err := s.lookup(ctx, c, sessionArgs{a.SessionName, a.SessionToken})
 	if err != nil {
 		return nil, err
 	}
@@ -126,6 +132,12 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 	if err != nil {
 		return nil, err
 	}
+	info := callFrom(ctx)
+	if rec.ExitKnown {
+		code := rec.ExitCode
+		info.exit = &code
+	}
+	info.bytes = rec.Stdout.Size() + rec.Stderr.Size()
 	return ok(reply{"result": s.result(c, rec), "commandId": rec.ID}), nil
 }
 
@@ -142,8 +154,8 @@ func (s *Server) list(c session.Caller) reply {
 	return ok(reply{"sessions": out})
 }
 
-func (s *Server) disconnect(c session.Caller, a sessionArgs) (reply, error) {
-	sess, err := s.lookup(c, a)
+func (s *Server) disconnect(ctx context.Context, c session.Caller, a sessionArgs) (reply, error) {
+	sess, err := s.lookup(ctx, c, a)
 	if err != nil {
 		return nil, err
 	}
@@ -153,8 +165,8 @@ func (s *Server) disconnect(c session.Caller, a sessionArgs) (reply, error) {
 	return ok(reply{"message": fmt.Sprintf("Session '%s' disconnected; its shell and processes have ended.", sess.Name)}), nil
 }
 
-func (s *Server) monitoringURL(c session.Caller, a sessionArgs) (reply, error) {
-	sess, err := s.lookup(c, a)
+func (s *Server) monitoringURL(ctx context.Context, c session.Caller, a sessionArgs) (reply, error) {
+	sess, err := s.lookup(ctx, c, a)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +177,7 @@ func (s *Server) monitoringURL(c session.Caller, a sessionArgs) (reply, error) {
 }
 
 func (s *Server) cancel(ctx context.Context, c session.Caller, a sessionArgs) (reply, error) {
-	sess, err := s.lookup(c, a)
+	sess, err := s.lookup(ctx, c, a)
 	if err != nil {
 		return nil, err
 	}

@@ -62,6 +62,24 @@ type Options struct {
 	Spool *spool.Dir
 	// RecordingsDir, if set, receives one asciicast v2 file per session.
 	RecordingsDir string
+	// Journal, if set, keeps the session directory, command history and
+	// lifecycle audit.
+	Journal Journal
+}
+
+// Journal keeps what must outlive the process. The session layer calls it
+// outside its own locks, except CommandDone, which must not block.
+type Journal interface {
+	// SessionStarted records a new session before its token is handed out.
+	SessionStarted(ctx context.Context, s *Session) error
+	// SessionEnded records the end of a session and why.
+	SessionEnded(ctx context.Context, s *Session, reason string)
+	// CommandDone records a finished command, the agent's or the human's.
+	// It is called with the shell's lock held.
+	CommandDone(s *Session, rec shell.Record)
+	// Ended finds a session of the tenant's, by name, that ended in an
+	// earlier process and whose token hash matches.
+	Ended(ctx context.Context, tenant, name string, tokenHash [32]byte) (reason string, at time.Time, ok bool)
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -141,7 +159,7 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 	}
 	so := &shell.Options{
 		Logger: m.log.With("session", name), Cols: m.opts.Cols, Rows: m.opts.Rows,
-		OnCommand: s.userCommand, Spool: m.opts.Spool,
+		OnCommand: func(r shell.Record) { m.commandDone(s, r) }, Spool: m.opts.Spool,
 	}
 	if err := m.record(s, so); err != nil {
 		return nil, "", fmt.Errorf("connect %q: %w", name, err)
@@ -152,6 +170,13 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 		return nil, "", fmt.Errorf("connect %q: %w", name, err)
 	}
 	s.sh = sh
+	if j := m.opts.Journal; j != nil {
+		if err := j.SessionStarted(ctx, s); err != nil {
+			_ = sh.Close()
+			s.closeRecording()
+			return nil, "", fmt.Errorf("connect %q: record the session: %w", name, err)
+		}
+	}
 	m.mu.Lock()
 	m.sessions[k] = s
 	delete(m.ended, k)
@@ -160,6 +185,17 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 	go m.watch(s)
 	m.log.Info("session started", "session", name, "target", t.Name, "kind", t.Kind)
 	return s, tok, nil
+}
+
+// commandDone files a finished command: a human's goes to the gate, and
+// every command goes to the journal. The shell's lock is held.
+func (m *Manager) commandDone(s *Session, r shell.Record) {
+	if r.Source == "user" {
+		s.userCommand(r)
+	}
+	if j := m.opts.Journal; j != nil {
+		j.CommandDone(s, r)
+	}
 }
 
 // watch ends the session when its shell dies on its own.
@@ -180,6 +216,12 @@ func (m *Manager) Lookup(c Caller, name, token string) (*Session, error) {
 		ended.mu.Lock()
 		defer ended.mu.Unlock()
 		return nil, &EndedError{Name: name, Reason: ended.endReason, At: ended.endedAt}
+	}
+	if s == nil && token != "" && m.opts.Journal != nil {
+		// A session of an earlier process: the token is the proof.
+		if reason, at, ok := m.opts.Journal.Ended(context.Background(), c.Tenant, name, hashToken(token)); ok {
+			return nil, &EndedError{Name: name, Reason: reason, At: at}
+		}
 	}
 	if s == nil || s.caller != c || token == "" || !tokenMatches(s.tokenHash, token) {
 		return nil, &TokenError{Name: name}
@@ -262,6 +304,9 @@ func (m *Manager) end(s *Session, reason string) {
 		m.mu.Unlock()
 	}
 	m.log.Info("session ended", "session", s.Name, "reason", reason)
+	if j := m.opts.Journal; j != nil {
+		j.SessionEnded(context.Background(), s, reason)
+	}
 	if m.opts.OnEnd != nil {
 		m.opts.OnEnd(s, reason)
 	}

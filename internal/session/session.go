@@ -106,6 +106,20 @@ func (s *Session) Info() Info {
 	}
 }
 
+// Caller is who owns the session.
+func (s *Session) Caller() Caller { return s.caller }
+
+// TokenHash is the SHA-256 of the session token; the token itself is
+// never kept.
+func (s *Session) TokenHash() [32]byte { return s.tokenHash }
+
+// EndReason is why the session ended, or "" while it lives.
+func (s *Session) EndReason() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.endReason
+}
+
 // MonitorKey is the capability key of the session's browser terminal.
 func (s *Session) MonitorKey() string { return s.monitorKey }
 

@@ -26,8 +26,10 @@ type Options struct {
 	Cols, Rows int
 	// ScrollbackBytes bounds what a new viewer is replayed; zero means 256 KiB.
 	ScrollbackBytes int
-	// OnCommand is called for every command the human ran, when it ends, in
-	// order. It runs with the Shell's lock held: it must not call the Shell.
+	// OnCommand is called for every command when it ends, the human's and
+	// the agent's (Record.Source), in order, including agent commands that
+	// outlived their Exec. It runs with the Shell's lock held: it must not
+	// block or call the Shell.
 	OnCommand func(Record)
 	// Spool captures command output with bounded memory. Nil keeps all
 	// output in memory, which only tests should do.
@@ -460,6 +462,9 @@ func (s *Shell) finishRuns() {
 		a.done = true
 		s.agent = nil
 		s.flushHeldOut()
+		if s.opts.OnCommand != nil {
+			s.opts.OnCommand(a.rec)
+		}
 	}
 }
 

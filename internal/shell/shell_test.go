@@ -19,6 +19,7 @@ type harness struct {
 	sh     *shell.Shell
 	mu     sync.Mutex
 	user   []shell.Record
+	agent  []shell.Record // every finished agent command, as OnCommand saw it
 	screen bytes.Buffer
 }
 
@@ -29,7 +30,11 @@ func start(t *testing.T, d shell.Dialer) *harness {
 	defer cancel()
 	sh, err := shell.Start(ctx, d, &shell.Options{OnCommand: func(r shell.Record) {
 		h.mu.Lock()
-		h.user = append(h.user, r)
+		if r.Source == "user" {
+			h.user = append(h.user, r)
+		} else {
+			h.agent = append(h.agent, r)
+		}
 		h.mu.Unlock()
 	}, Output: func(p []byte) {
 		h.mu.Lock()
@@ -207,6 +212,12 @@ func TestTimeoutBusyCancel(t *testing.T) {
 	}
 	if rec := h.exec(t, "echo after"); rec.Stdout.String() != "after\n" {
 		t.Errorf("after cancel: %q", rec.Stdout)
+	}
+	h.mu.Lock()
+	reported := len(h.agent) >= 2 && h.agent[len(h.agent)-2].Command == "echo started; sleep 30" && h.agent[len(h.agent)-2].ExitCode == 130
+	h.mu.Unlock()
+	if !reported {
+		t.Error("the timed-out command was not reported when it ended")
 	}
 	if _, err := h.sh.Cancel(context.Background(), time.Second); !errors.Is(err, shell.ErrNotRunning) {
 		t.Errorf("cancel with nothing running: %v", err)

@@ -104,9 +104,10 @@ func (f *File) spill() error {
 
 func (f *File) path() string { return filepath.Join(f.dir.Path, f.name) }
 
-// Persist makes sure the whole stream is on disk (small streams live in
-// memory until then) and returns its path. It is meant for after the
-// command, off the reply's path.
+// Persist makes sure the whole stream is in its file (small streams live
+// in memory until then) and returns its path. It is meant for after the
+// command, off the reply's path; it does not fsync (the audit log, not the
+// spool, is what must survive a crash).
 func (f *File) Persist() (string, error) {
 	if f == nil {
 		return "", nil
@@ -119,11 +120,6 @@ func (f *File) Persist() (string, error) {
 	if !f.spilled && f.err == nil {
 		if err := f.spill(); err != nil {
 			f.err = err
-		}
-	}
-	if f.f != nil {
-		if err := f.f.Sync(); err != nil && f.err == nil {
-			f.err = fmt.Errorf("spool %s: %w", f.name, err)
 		}
 	}
 	return f.path(), f.err

@@ -1,0 +1,207 @@
+// Package journal writes what a tandem process must leave behind: the
+// session directory (without tokens), every command with its spooled
+// output, and the lifecycle audit records (session start and end, leases,
+// restarts). It implements session.Journal on top of store and audit, and
+// it is the place that ends the sessions of dead tandem processes at start.
+package journal
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/tandem-sh/tandem/internal/audit"
+	"github.com/tandem-sh/tandem/internal/session"
+	"github.com/tandem-sh/tandem/internal/shell"
+	"github.com/tandem-sh/tandem/internal/store"
+)
+
+// queueLen bounds the commands waiting to be written; past it a command's
+// row is dropped (and counted) rather than stalling the shell.
+const queueLen = 1024
+
+// Journal is one process's writer to the store and the audit log.
+type Journal struct {
+	st       store.Store
+	audit    *audit.Log
+	instance string
+	log      *slog.Logger
+
+	queue chan command
+	wg    sync.WaitGroup
+
+	mu      sync.Mutex
+	dropped int64
+}
+
+type command struct {
+	s   *session.Session
+	rec shell.Record
+}
+
+// New returns a Journal for the instance; Close stops its writer.
+func New(st store.Store, l *audit.Log, instanceID string, log *slog.Logger) *Journal {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	j := &Journal{st: st, audit: l, instance: instanceID, log: log, queue: make(chan command, queueLen)}
+	j.wg.Add(1)
+	go j.write()
+	return j
+}
+
+// Close writes what is queued and stops.
+func (j *Journal) Close() {
+	close(j.queue)
+	j.wg.Wait()
+}
+
+// SessionStarted implements session.Journal.
+func (j *Journal) SessionStarted(ctx context.Context, s *session.Session) error {
+	i, c, h := s.Info(), s.Caller(), s.TokenHash()
+	err := j.st.CreateSession(ctx, store.SessionRow{
+		ID: s.ID, Name: s.Name, Tenant: c.Tenant, Owner: c.ID, InstanceID: j.instance,
+		Target: i.Target, Kind: i.Kind, Host: i.Host, Port: i.Port, Username: i.Username,
+		TokenHash: h[:], Status: store.StatusActive, CreatedAt: s.CreatedAt,
+	})
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	_, err = j.audit.Append(ctx, j.lifecycle(s, "session_start", ""))
+	return err
+}
+
+// SessionEnded implements session.Journal. Failures are logged: the
+// session is gone either way.
+func (j *Journal) SessionEnded(ctx context.Context, s *session.Session, reason string) {
+	now := time.Now()
+	if err := j.st.EndSession(ctx, s.ID, reason, now); err != nil {
+		j.log.Error("journal: end session", "session", s.Name, "err", err)
+	}
+	event := "session_end"
+	if reason == session.EndIdleTimeout || reason == session.EndMaxLifetime {
+		event = "lease_expired"
+	}
+	if _, err := j.audit.Append(ctx, j.lifecycle(s, event, reason)); err != nil {
+		j.log.Error("journal: audit session end", "session", s.Name, "err", err)
+	}
+}
+
+func (j *Journal) lifecycle(s *session.Session, event, reason string) audit.Record {
+	c := s.Caller()
+	return audit.Record{
+		Time: time.Now(), Tenant: c.Tenant, Actor: c.ID, SessionID: s.ID, SessionName: s.Name,
+		Target: s.Target.Name, Event: event, Outcome: "ok", Reason: reason,
+	}
+}
+
+// CommandDone implements session.Journal; it only queues.
+func (j *Journal) CommandDone(s *session.Session, rec shell.Record) {
+	select {
+	case j.queue <- command{s, rec}:
+	default:
+		j.mu.Lock()
+		j.dropped++
+		j.mu.Unlock()
+		j.log.Error("journal: command queue full; command not recorded", "session", s.Name, "command", rec.ID)
+	}
+}
+
+// write persists queued commands: spooled output to files, then the row.
+func (j *Journal) write() {
+	defer j.wg.Done()
+	for c := range j.queue {
+		rec := c.rec
+		outPath, err1 := rec.Stdout.Persist()
+		errPath, err2 := rec.Stderr.Persist()
+		if err := errors.Join(err1, err2); err != nil {
+			j.log.Error("journal: spool output", "command", rec.ID, "err", err)
+		}
+		row := store.CommandRow{
+			ID: rec.ID, SessionID: c.s.ID, Source: rec.Source, Command: rec.Command, Cwd: rec.Cwd,
+			StartedAt: rec.Started, DurationMs: rec.Duration.Milliseconds(),
+			StdoutBytes: rec.Stdout.Size(), StderrBytes: rec.Stderr.Size(), StdoutPath: outPath, StderrPath: errPath,
+		}
+		if rec.ExitKnown {
+			code := rec.ExitCode
+			row.ExitCode = &code
+		}
+		if err := j.st.AddCommand(context.Background(), row); err != nil {
+			j.log.Error("journal: record command", "command", rec.ID, "err", err)
+		}
+	}
+}
+
+// Ended implements session.Journal: the token hash is compared in
+// constant time against the tenant's ended sessions of that name.
+func (j *Journal) Ended(ctx context.Context, tenant, name string, tokenHash [32]byte) (string, time.Time, bool) {
+	rows, err := j.st.FindEnded(ctx, tenant, name)
+	if err != nil {
+		j.log.Error("journal: find ended session", "err", err)
+		return "", time.Time{}, false
+	}
+	for _, r := range rows {
+		if subtle.ConstantTimeCompare(r.TokenHash, tokenHash[:]) == 1 {
+			return r.EndReason, r.EndedAt, true
+		}
+	}
+	return "", time.Time{}, false
+}
+
+// EndServerRestart is the reason for sessions whose process died.
+const EndServerRestart = "server_restart"
+
+// Recover ends, with server_restart, every session the store still calls
+// active whose process is gone, and audits each. alive says whether an
+// instance id belongs to a live process; live neighbours are never touched.
+func (j *Journal) Recover(ctx context.Context, alive func(id string) (bool, error)) (int, error) {
+	active, err := j.st.ActiveSessions(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("journal: recover: %w", err)
+	}
+	dead := map[string]bool{}
+	for _, r := range active {
+		if r.InstanceID == j.instance {
+			continue
+		}
+		if _, seen := dead[r.InstanceID]; seen {
+			continue
+		}
+		live, err := alive(r.InstanceID)
+		if err != nil {
+			return 0, fmt.Errorf("journal: recover: %w", err)
+		}
+		dead[r.InstanceID] = !live
+	}
+	n := 0
+	now := time.Now()
+	for id, isDead := range dead {
+		if !isDead {
+			continue
+		}
+		ended, err := j.st.EndSessionsOf(ctx, id, EndServerRestart, now)
+		if err != nil {
+			return n, fmt.Errorf("journal: recover: %w", err)
+		}
+		for _, r := range ended {
+			args, _ := json.Marshal(map[string]string{"instance": id})
+			_, err := j.audit.Append(ctx, audit.Record{
+				Time: now, Tenant: r.Tenant, Actor: r.Owner, SessionID: r.ID, SessionName: r.Name,
+				Target: r.Target, Event: "server_restart", Outcome: "ok", Reason: EndServerRestart, Args: args,
+			})
+			if err != nil {
+				return n, err
+			}
+			n++
+		}
+		if err := j.st.EndInstance(ctx, id, now); err != nil {
+			j.log.Warn("journal: end instance", "instance", id, "err", err)
+		}
+	}
+	return n, nil
+}

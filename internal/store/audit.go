@@ -1,0 +1,138 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+const auditCols = `seq, time, tenant, actor, claim_fingerprint, jti, session_id, session_name, target, tool,
+	event, args, outcome, reason, exit_code, duration_ms, bytes, approval_id, prev_hash, hash`
+
+// AppendAudit implements [Store]. The head is read and the record inserted
+// under one BEGIN IMMEDIATE, so no other process can append in between.
+func (s *SQLite) AppendAudit(ctx context.Context, build func(head AuditHead) (AuditRecord, error)) (AuditRecord, error) {
+	var rec AuditRecord
+	err := s.write(ctx, "store append audit", func(tx *sql.Tx) error {
+		var head AuditHead
+		err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`).Scan(&head.Seq, &head.Hash)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("read head: %w", err)
+		}
+		if rec, err = build(head); err != nil {
+			return err
+		}
+		if rec.Seq != head.Seq+1 {
+			return fmt.Errorf("record seq %d does not follow head %d", rec.Seq, head.Seq)
+		}
+		rec.Time = rec.Time.UTC()
+		_, err = tx.ExecContext(ctx, `INSERT INTO audit (`+auditCols+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			rec.Seq, fmtTime(rec.Time), rec.Tenant, rec.Actor, rec.ClaimFingerprint, rec.JTI, rec.SessionID,
+			rec.SessionName, rec.Target, rec.Tool, rec.Event, string(rec.Args), rec.Outcome, rec.Reason,
+			nullInt(rec.ExitCode), rec.DurationMs, rec.Bytes, rec.ApprovalID, rec.PrevHash, rec.Hash)
+		return err
+	})
+	if err != nil {
+		return AuditRecord{}, err
+	}
+	return rec, nil
+}
+
+// ScanAudit implements [Store]. One SELECT is one read transaction in
+// SQLite, so the scan sees a single snapshot while others keep appending.
+func (s *SQLite) ScanAudit(ctx context.Context, fn func(AuditRecord) error) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+auditCols+` FROM audit ORDER BY seq`)
+	if err != nil {
+		return fmt.Errorf("store scan audit: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r, err := scanAudit(rows)
+		if err != nil {
+			return fmt.Errorf("store scan audit: %w", err)
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store scan audit: %w", err)
+	}
+	return nil
+}
+
+// TailAudit implements [Store].
+func (s *SQLite) TailAudit(ctx context.Context, n int, sessionName string) ([]AuditRecord, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	q, args := `SELECT `+auditCols+` FROM audit ORDER BY seq DESC LIMIT ?`, []any{n}
+	if sessionName != "" {
+		q = `SELECT ` + auditCols + ` FROM audit WHERE session_name = ? ORDER BY seq DESC LIMIT ?`
+		args = []any{sessionName, n}
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store tail audit: %w", err)
+	}
+	defer rows.Close()
+	var out []AuditRecord
+	for rows.Next() {
+		r, err := scanAudit(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store tail audit: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store tail audit: %w", err)
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
+// scanAudit reads one row of auditCols.
+func scanAudit(rows *sql.Rows) (AuditRecord, error) {
+	var (
+		r    AuditRecord
+		t    string
+		args string
+		exit sql.NullInt64
+	)
+	if err := rows.Scan(&r.Seq, &t, &r.Tenant, &r.Actor, &r.ClaimFingerprint, &r.JTI, &r.SessionID, &r.SessionName,
+		&r.Target, &r.Tool, &r.Event, &args, &r.Outcome, &r.Reason, &exit, &r.DurationMs, &r.Bytes, &r.ApprovalID,
+		&r.PrevHash, &r.Hash); err != nil {
+		return AuditRecord{}, err
+	}
+	var err error
+	if r.Time, err = parseTime(t); err != nil {
+		return AuditRecord{}, &CorruptRecordError{Seq: r.Seq, Err: err}
+	}
+	if fmtTime(r.Time) != t {
+		// Only this spelling is ever written; another one that parses to
+		// the same instant is still an edit.
+		return AuditRecord{}, &CorruptRecordError{Seq: r.Seq, Err: fmt.Errorf("stored time %q is not in canonical form", t)}
+	}
+	if args != "" {
+		r.Args = []byte(args)
+	}
+	r.ExitCode = intPtr(exit)
+	return r, nil
+}
+
+// CorruptRecordError reports an audit row that cannot be read back as
+// tandem wrote it, such as a time edited into another spelling.
+type CorruptRecordError struct {
+	Seq int64
+	Err error
+}
+
+func (e *CorruptRecordError) Error() string {
+	return fmt.Sprintf("audit record %d is unreadable: %v", e.Seq, e.Err)
+}
+
+// Unwrap returns the underlying parse error.
+func (e *CorruptRecordError) Unwrap() error { return e.Err }

@@ -1,0 +1,101 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// RegisterInstance implements [Store].
+func (s *SQLite) RegisterInstance(ctx context.Context, in Instance) error {
+	return s.write(ctx, "store register instance", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx,
+			`INSERT INTO instances (id, pid, host, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?)`,
+			in.ID, in.PID, in.Host, fmtTime(in.StartedAt), fmtTime(in.StartedAt))
+		return err
+	})
+}
+
+// Heartbeat implements [Store].
+func (s *SQLite) Heartbeat(ctx context.Context, id string, at time.Time) error {
+	return s.write(ctx, "store heartbeat", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			`UPDATE instances SET heartbeat_at = ? WHERE id = ? AND ended_at IS NULL`, fmtTime(at), id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return err
+		}
+		return instanceState(ctx, tx, id)
+	})
+}
+
+// EndInstance implements [Store].
+func (s *SQLite) EndInstance(ctx context.Context, id string, at time.Time) error {
+	return s.write(ctx, "store end instance", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			`UPDATE instances SET ended_at = ? WHERE id = ? AND ended_at IS NULL`, fmtTime(at), id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return err
+		}
+		if err := instanceState(ctx, tx, id); !errors.Is(err, ErrInstanceEnded) {
+			return err
+		}
+		return nil
+	})
+}
+
+// instanceState explains why an update matched no live instance: it is
+// unknown (ErrNotFound) or already ended (ErrInstanceEnded).
+func instanceState(ctx context.Context, tx *sql.Tx, id string) error {
+	var one int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM instances WHERE id = ?`, id).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("instance %q: %w", id, ErrNotFound)
+	case err != nil:
+		return err
+	default:
+		return fmt.Errorf("instance %q: %w", id, ErrInstanceEnded)
+	}
+}
+
+// DeadInstances implements [Store].
+func (s *SQLite) DeadInstances(ctx context.Context, staleBefore time.Time) ([]Instance, error) {
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT id, pid, host, started_at, heartbeat_at, ended_at FROM instances
+		 WHERE ended_at IS NULL AND heartbeat_at < ? ORDER BY heartbeat_at, id`, fmtTime(staleBefore))
+	if err != nil {
+		return nil, fmt.Errorf("store dead instances: %w", err)
+	}
+	defer rows.Close()
+	var out []Instance
+	for rows.Next() {
+		var (
+			in                   Instance
+			started, heartbeat   string
+			ended                sql.NullString
+			errS, errH, errEnded error
+		)
+		if err := rows.Scan(&in.ID, &in.PID, &in.Host, &started, &heartbeat, &ended); err != nil {
+			return nil, fmt.Errorf("store dead instances: %w", err)
+		}
+		in.StartedAt, errS = parseTime(started)
+		in.HeartbeatAt, errH = parseTime(heartbeat)
+		in.EndedAt, errEnded = parseNullTime(ended)
+		if err := errors.Join(errS, errH, errEnded); err != nil {
+			return nil, fmt.Errorf("store dead instances: %w", err)
+		}
+		out = append(out, in)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store dead instances: %w", err)
+	}
+	return out, nil
+}

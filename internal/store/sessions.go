@@ -1,0 +1,180 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+const sessionCols = `id, name, tenant, owner, instance_id, target, kind, host, port, username,
+	token_hash, status, created_at, ended_at, end_reason`
+
+// CreateSession implements [Store].
+func (s *SQLite) CreateSession(ctx context.Context, r SessionRow) error {
+	if len(r.TokenHash) != 32 {
+		return fmt.Errorf("store create session %q: token hash is %d bytes, want 32 (SHA-256)", r.Name, len(r.TokenHash))
+	}
+	return s.write(ctx, "store create session", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, NULL, '')`,
+			r.ID, r.Name, r.Tenant, r.Owner, r.InstanceID, r.Target, r.Kind, r.Host, r.Port, r.Username,
+			r.TokenHash, fmtTime(r.CreatedAt))
+		return err
+	})
+}
+
+// EndSession implements [Store].
+func (s *SQLite) EndSession(ctx context.Context, id, reason string, at time.Time) error {
+	return s.write(ctx, "store end session", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			`UPDATE sessions SET status = 'ended', ended_at = ?, end_reason = ? WHERE id = ? AND status = 'active'`,
+			fmtTime(at), reason, id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return err
+		}
+		var one int
+		err = tx.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, id).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("session %q: %w", id, ErrNotFound)
+		}
+		return err // nil: already ended, nothing to do
+	})
+}
+
+// EndSessionsOf implements [Store]. The single UPDATE ... RETURNING is
+// atomic, so of two processes reaping the same instance only one gets
+// each session back.
+func (s *SQLite) EndSessionsOf(ctx context.Context, instanceID, reason string, at time.Time) ([]SessionRow, error) {
+	var out []SessionRow
+	err := s.write(ctx, "store end sessions of instance", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx,
+			`UPDATE sessions SET status = 'ended', ended_at = ?, end_reason = ?
+			 WHERE instance_id = ? AND status = 'active' RETURNING `+sessionCols,
+			fmtTime(at), reason, instanceID)
+		if err != nil {
+			return err
+		}
+		out, err = scanSessions(rows)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortSessions(out)
+	return out, nil
+}
+
+// FindEnded implements [Store].
+func (s *SQLite) FindEnded(ctx context.Context, tenant, name string) ([]SessionRow, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions
+		WHERE tenant = ? AND name = ? AND status = 'ended' ORDER BY ended_at DESC, created_at DESC, id`,
+		tenant, name)
+	if err != nil {
+		return nil, fmt.Errorf("store find ended sessions: %w", err)
+	}
+	out, err := scanSessions(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store find ended sessions: %w", err)
+	}
+	return out, nil
+}
+
+// ActiveSessions implements [Store].
+func (s *SQLite) ActiveSessions(ctx context.Context) ([]SessionRow, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions
+		WHERE status = 'active' ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("store active sessions: %w", err)
+	}
+	out, err := scanSessions(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store active sessions: %w", err)
+	}
+	return out, nil
+}
+
+// scanSessions reads and closes rows of sessionCols.
+func scanSessions(rows *sql.Rows) ([]SessionRow, error) {
+	defer rows.Close()
+	var out []SessionRow
+	for rows.Next() {
+		var (
+			r       SessionRow
+			created string
+			ended   sql.NullString
+		)
+		if err := rows.Scan(&r.ID, &r.Name, &r.Tenant, &r.Owner, &r.InstanceID, &r.Target, &r.Kind, &r.Host,
+			&r.Port, &r.Username, &r.TokenHash, &r.Status, &created, &ended, &r.EndReason); err != nil {
+			return nil, err
+		}
+		var errC, errE error
+		r.CreatedAt, errC = parseTime(created)
+		r.EndedAt, errE = parseNullTime(ended)
+		if err := errors.Join(errC, errE); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// sortSessions orders rows oldest first; RETURNING gives no order.
+func sortSessions(rs []SessionRow) {
+	slices.SortFunc(rs, func(a, b SessionRow) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+}
+
+// AddCommand implements [Store].
+func (s *SQLite) AddCommand(ctx context.Context, c CommandRow) error {
+	return s.write(ctx, "store add command", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO commands (id, session_id, source, command, cwd, exit_code,
+			started_at, duration_ms, stdout_bytes, stderr_bytes, stdout_path, stderr_path)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			c.ID, c.SessionID, c.Source, c.Command, c.Cwd, nullInt(c.ExitCode), fmtTime(c.StartedAt),
+			c.DurationMs, c.StdoutBytes, c.StderrBytes, c.StdoutPath, c.StderrPath)
+		return err
+	})
+}
+
+// Commands implements [Store].
+func (s *SQLite) Commands(ctx context.Context, sessionID string) ([]CommandRow, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, session_id, source, command, cwd, exit_code, started_at,
+		duration_ms, stdout_bytes, stderr_bytes, stdout_path, stderr_path
+		FROM commands WHERE session_id = ? ORDER BY started_at, rowid`, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("store commands: %w", err)
+	}
+	defer rows.Close()
+	var out []CommandRow
+	for rows.Next() {
+		var (
+			c       CommandRow
+			exit    sql.NullInt64
+			started string
+		)
+		if err := rows.Scan(&c.ID, &c.SessionID, &c.Source, &c.Command, &c.Cwd, &exit, &started,
+			&c.DurationMs, &c.StdoutBytes, &c.StderrBytes, &c.StdoutPath, &c.StderrPath); err != nil {
+			return nil, fmt.Errorf("store commands: %w", err)
+		}
+		c.ExitCode = intPtr(exit)
+		if c.StartedAt, err = parseTime(started); err != nil {
+			return nil, fmt.Errorf("store commands: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store commands: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,191 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Store is what the rest of tandem needs from durable state, whatever holds
+// it: [SQLite] on one machine, PostgreSQL (to come) for several nodes. Every
+// method is safe for concurrent use by goroutines and by other processes
+// using the same database.
+type Store interface {
+	// RegisterInstance records a starting tandem process. Its heartbeat
+	// starts at in.StartedAt.
+	RegisterInstance(ctx context.Context, in Instance) error
+	// Heartbeat says instance id is still alive at time at. It returns
+	// ErrInstanceEnded if a neighbour has already declared it dead, so the
+	// process learns its sessions were ended under it.
+	Heartbeat(ctx context.Context, id string, at time.Time) error
+	// DeadInstances lists instances not ended whose last heartbeat is older
+	// than staleBefore: processes that died without ending themselves.
+	DeadInstances(ctx context.Context, staleBefore time.Time) ([]Instance, error)
+	// EndInstance marks an instance ended; ending it twice is a no-op.
+	EndInstance(ctx context.Context, id string, at time.Time) error
+
+	// CreateSession adds an active session to the directory. Its instance
+	// must be registered.
+	CreateSession(ctx context.Context, s SessionRow) error
+	// EndSession marks a session ended with a reason; a session already
+	// ended keeps its first reason and time.
+	EndSession(ctx context.Context, id, reason string, at time.Time) error
+	// EndSessionsOf ends every active session of one instance and returns
+	// the sessions it ended, so that each is audited exactly once even when
+	// two processes reap the same dead instance.
+	EndSessionsOf(ctx context.Context, instanceID, reason string, at time.Time) ([]SessionRow, error)
+	// FindEnded returns the ended sessions of a tenant with that name, most
+	// recently ended first, so a call naming one after a restart can be told
+	// it ended (the caller compares the token hash).
+	FindEnded(ctx context.Context, tenant, name string) ([]SessionRow, error)
+	// ActiveSessions returns every session the directory calls active,
+	// oldest first.
+	ActiveSessions(ctx context.Context) ([]SessionRow, error)
+
+	// AddCommand records one finished (or abandoned) command of a session.
+	AddCommand(ctx context.Context, c CommandRow) error
+	// Commands returns a session's commands in the order they started.
+	Commands(ctx context.Context, sessionID string) ([]CommandRow, error)
+
+	// AppendAudit appends one audit record atomically across processes: it
+	// takes the write lock, reads the head of the log, calls build with it,
+	// inserts what build returns and commits. It returns after the commit,
+	// with the record as stored. The record's Seq must be head.Seq+1.
+	AppendAudit(ctx context.Context, build func(head AuditHead) (AuditRecord, error)) (AuditRecord, error)
+	// ScanAudit calls fn on every audit record in seq order, from one
+	// consistent snapshot. An error from fn stops the scan and is returned
+	// as is.
+	ScanAudit(ctx context.Context, fn func(AuditRecord) error) error
+	// TailAudit returns the last n audit records, oldest first; a non-empty
+	// sessionName keeps only that session's records.
+	TailAudit(ctx context.Context, n int, sessionName string) ([]AuditRecord, error)
+
+	// Close releases the database. Calls after Close fail.
+	Close() error
+}
+
+// Errors callers branch on.
+var (
+	// ErrNotFound means the instance or session named does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrInstanceEnded means the instance was declared dead and ended,
+	// usually by a neighbour that found its heartbeat stale.
+	ErrInstanceEnded = errors.New("instance already ended")
+	// ErrSchemaTooNew means the database was written by a newer tandem.
+	// Opening it anyway could corrupt what that version relies on.
+	ErrSchemaTooNew = errors.New("database schema is newer than this tandem")
+)
+
+// SchemaError says which schema versions disagree when a database is newer
+// than this binary. It matches ErrSchemaTooNew with errors.Is.
+type SchemaError struct {
+	Path  string
+	Found int // the database's schema version
+	Known int // the newest version this binary knows
+}
+
+func (e *SchemaError) Error() string {
+	return fmt.Sprintf("%s has schema version %d but this tandem knows only up to %d: upgrade tandem, or use another --data-dir",
+		e.Path, e.Found, e.Known)
+}
+
+// Unwrap lets errors.Is match ErrSchemaTooNew.
+func (e *SchemaError) Unwrap() error { return ErrSchemaTooNew }
+
+// Instance is one tandem process using the data dir. Heartbeats tell the
+// live ones from those that died without ending their sessions.
+type Instance struct {
+	ID        string
+	PID       int
+	Host      string
+	StartedAt time.Time
+	// HeartbeatAt and EndedAt are filled in by reads; RegisterInstance
+	// ignores them. EndedAt is zero while the instance lives.
+	HeartbeatAt time.Time
+	EndedAt     time.Time
+}
+
+// Session statuses.
+const (
+	StatusActive = "active"
+	StatusEnded  = "ended"
+)
+
+// SessionRow is a session as the directory keeps it: enough to tell a
+// caller after a restart that its session ended, and to account for it.
+type SessionRow struct {
+	ID         string
+	Name       string
+	Tenant     string
+	Owner      string // the caller that created it (a connection or a claim's actor)
+	InstanceID string // the process holding its shell
+	Target     string
+	Kind       string // "ssh" or "local"
+	Host       string
+	Port       int
+	Username   string
+	// TokenHash is the SHA-256 of the session token, 32 bytes; the token
+	// itself is never stored.
+	TokenHash []byte
+	Status    string // StatusActive or StatusEnded
+	CreatedAt time.Time
+	EndedAt   time.Time // zero while active
+	EndReason string
+}
+
+// Command sources.
+const (
+	SourceAgent = "agent"
+	SourceUser  = "user"
+)
+
+// CommandRow is one command run in a session, by the agent or by the human.
+// Its full output is in the spool files named here.
+type CommandRow struct {
+	ID          string
+	SessionID   string
+	Source      string // SourceAgent or SourceUser
+	Command     string
+	Cwd         string
+	ExitCode    *int // nil when the command never finished
+	StartedAt   time.Time
+	DurationMs  int64
+	StdoutBytes int64
+	StderrBytes int64
+	StdoutPath  string
+	StderrPath  string
+}
+
+// AuditHead is the end of the audit chain: what a new record links to.
+type AuditHead struct {
+	Seq  int64  // 0 when the log is empty
+	Hash string // "" when the log is empty
+}
+
+// AuditRecord is one stored audit record. internal/audit defines what the
+// fields mean and how Hash is computed (audit.Record is this type); the
+// store keeps every field exactly as given, with Time in UTC.
+type AuditRecord struct {
+	Seq              int64           `json:"seq"`
+	Time             time.Time       `json:"time"`
+	Tenant           string          `json:"tenant,omitempty"`
+	Actor            string          `json:"actor,omitempty"`
+	ClaimFingerprint string          `json:"claimFingerprint,omitempty"`
+	JTI              string          `json:"jti,omitempty"`
+	SessionID        string          `json:"sessionId,omitempty"`
+	SessionName      string          `json:"sessionName,omitempty"`
+	Target           string          `json:"target,omitempty"`
+	Tool             string          `json:"tool,omitempty"`
+	Event            string          `json:"event"`
+	Args             json.RawMessage `json:"args,omitempty"`
+	Outcome          string          `json:"outcome,omitempty"`
+	Reason           string          `json:"reason,omitempty"`
+	ExitCode         *int            `json:"exitCode,omitempty"`
+	DurationMs       int64           `json:"durationMs,omitempty"`
+	Bytes            int64           `json:"bytes,omitempty"`
+	ApprovalID       string          `json:"approvalId,omitempty"`
+	PrevHash         string          `json:"prevHash"`
+	Hash             string          `json:"hash"`
+}
