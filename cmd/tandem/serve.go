@@ -87,7 +87,7 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	}
 	base := "http://" + ln.Addr().String()
 	sessions := session.NewManager(&session.Options{
-		Journal:     rec.journal,
+		Journal:       rec.journal,
 		Logger:        log,
 		IdleTimeout:   time.Duration(cfg.Limits.IdleTimeout),
 		MaxLifetime:   time.Duration(cfg.Limits.MaxLifetime),
