@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tandem-sh/tandem/internal/store"
 )
@@ -109,6 +111,46 @@ func TestLiveNeighboursUntouched(t *testing.T) {
 	if out, err := tandemCLI(t, "audit", "verify", "--data-dir", filepath.Join(home, "state")); err != nil {
 		t.Fatalf("verify: %v\n%s", err, out)
 	}
-	_ = context.Background
-	_ = os.Getpid
+}
+
+// TestKill9MidBurst: a SIGKILL in the middle of a burst of calls leaves an
+// audit chain that verifies, and every call whose reply the client got has
+// its record.
+func TestKill9MidBurst(t *testing.T) {
+	home := t.TempDir()
+	a := startServer(t, serverOpts{home: home})
+	tok := str(mustOK(t, a.call(t, "ssh_connect", map[string]any{"name": "burst"}))["sessionToken"])
+	args := map[string]any{"sessionName": "burst", "sessionToken": tok, "command": "true"}
+	go func() {
+		time.Sleep(700 * time.Millisecond)
+		_ = a.cmd.Process.Signal(syscall.SIGKILL)
+	}()
+	acked := 0
+	for {
+		res, err := a.cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "ssh_exec", Arguments: args})
+		if err != nil {
+			break
+		}
+		if res.IsError {
+			t.Fatalf("call failed before the kill: %+v", res.Content)
+		}
+		acked++
+	}
+	_ = a.cmd.Wait()
+	if acked < 10 {
+		t.Fatalf("only %d calls before the kill; the burst did not happen", acked)
+	}
+	if out, err := tandemCLI(t, "audit", "verify", "--data-dir", a.dataDir); err != nil {
+		t.Fatalf("verify after kill -9: %v\n%s", err, out)
+	}
+	recorded := 0
+	for _, r := range auditRecords(t, a.dataDir) {
+		if r.SessionName == "burst" && r.Tool == "ssh_exec" && r.Outcome == "ok" {
+			recorded++
+		}
+	}
+	if recorded < acked {
+		t.Errorf("%d calls acknowledged, only %d audited", acked, recorded)
+	}
+	t.Logf("%d acknowledged calls, %d audited before the kill", acked, recorded)
 }
