@@ -19,13 +19,15 @@ test:
 lint:
 	test -z "$$(gofmt -l .)"
 	$(GO) vet ./...
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 # Latency against the floor (one persistent x/crypto/ssh connection, an exec
 # channel per command, same sshd and user), then heap figures.
 bench:
-	$(GO) test -run '^$$' -bench BenchmarkExecLatency -benchtime 1x ./cmd/tandem/
+	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkHugeOutputRSS' -benchtime 1x ./cmd/tandem/
 	$(GO) test -run '^$$' -bench 'BenchmarkHeap' -benchtime 1x ./internal/mcp/
+	$(GO) test -run '^$$' -bench 'BenchmarkAuditedCalls' -benchtime 10000x ./internal/mcp/
+	$(GO) test -run '^$$' -bench 'BenchmarkAppend|BenchmarkVerify100k' ./internal/audit/ ./internal/store/
 	$(GO) test -run '^$$' -bench 'BenchmarkShell' ./internal/shell/
 
 fuzz:
@@ -34,6 +36,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzUnescape -fuzztime 30s ./internal/term/
 	$(GO) test -run '^$$' -fuzz FuzzFrames -fuzztime 30s ./internal/shell/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeArgs -fuzztime 30s ./internal/mcp/
+	$(GO) test -run '^$$' -fuzz FuzzOutput -fuzztime 30s ./internal/recording/
 
 # Test dependencies on Debian/Ubuntu (run as root).
 deps:

@@ -175,3 +175,49 @@ func BenchmarkExecLatency(b *testing.B) {
 	}
 	b.Log(report.String())
 }
+
+// procKB reads a "Vm..." line of /proc/PID/status, in kB.
+func procKB(b *testing.B, pid int, field string) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, field+":") {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, field+":")), "%d", &kb)
+			return kb
+		}
+	}
+	b.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
+
+// BenchmarkHugeOutputRSS runs `seq 1 3000000` (about 20 MB) through tandem
+// over stdio and reports how much the server's peak RSS grew: output is
+// spooled to disk, so memory stays bounded by the inline limit. It also
+// checks the reply's inline size and the resource's exact bytes.
+func BenchmarkHugeOutputRSS(b *testing.B) {
+	var want bytes.Buffer
+	for i := 1; i <= 3000000; i++ {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	for i := 0; i < b.N; i++ {
+		srv := startServer(b, serverOpts{})
+		s := sess{srv, "big", str(mustOK(b, srv.call(b, "ssh_connect", map[string]any{"name": "big"}))["sessionToken"])}
+		mustOK(b, s.exec(b, "seq 1 1000 >/dev/null; echo warm"))
+		pid := srv.cmd.Process.Pid
+		before := procKB(b, pid, "VmRSS")
+		res := result(b, s.exec(b, "seq 1 3000000"))
+		peak := procKB(b, pid, "VmHWM")
+		if len(str(res["stdout"])) > 1<<20 {
+			b.Fatalf("inline stdout is %d bytes, over the 1 MiB limit", len(str(res["stdout"])))
+		}
+		if got := readAll(b, srv.cs, res["stdoutResource"].(map[string]any)); !bytes.Equal(got, want.Bytes()) {
+			b.Fatalf("resource: %d bytes, want %d", len(got), want.Len())
+		}
+		growth := float64(peak-before) / 1024
+		b.ReportMetric(growth, "MB-peak-RSS-growth")
+		b.Logf("seq 1 3000000 (%.1f MB): tandem's peak RSS grew %.1f MB (from %.1f MB)", float64(want.Len())/1e6, growth, float64(before)/1024)
+	}
+}

@@ -39,7 +39,7 @@ func localSession(t *testing.T, o serverOpts) sess {
 }
 
 // readAll reads every page of an output resource.
-func readAll(t *testing.T, cs *sdk.ClientSession, res map[string]any) []byte {
+func readAll(t testing.TB, cs *sdk.ClientSession, res map[string]any) []byte {
 	t.Helper()
 	uri, pages := str(res["uri"]), int(res["pages"].(float64))
 	var out bytes.Buffer

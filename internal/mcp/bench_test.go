@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tandem-sh/tandem/internal/audit"
+	"github.com/tandem-sh/tandem/internal/mcp"
 	"github.com/tandem-sh/tandem/internal/mcptest"
+	"github.com/tandem-sh/tandem/internal/store"
 )
 
 // benchExec measures one command through the whole in-process stack: local
@@ -80,5 +84,33 @@ func benchCall(b *testing.B, c *mcptest.Client, s mcptest.Session, cmd string) {
 		Arguments: map[string]any{"sessionName": s.Name, "sessionToken": s.Token, "command": cmd}})
 	if err != nil || res.IsError {
 		b.Fatalf("%s: %v", cmd, err)
+	}
+}
+
+// BenchmarkAuditedCalls: sequential ssh_list_sessions calls, each audited
+// (hash-chained, committed to SQLite) before its reply. Run with
+// -benchtime 10000x for the README figure.
+func BenchmarkAuditedCalls(b *testing.B) {
+	f := newServer(b, 0)
+	st, err := store.Open(context.Background(), b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	f.srv = mcp.New(mcp.Deps{Sessions: f.sessions, Audit: audit.New(st), InlineOutputBytes: 1 << 20,
+		MonitorURL: func(string) string { return "" }})
+	c := f.client(b)
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		res, err := c.CS.CallTool(context.Background(), &sdk.CallToolParams{Name: "ssh_list_sessions", Arguments: map[string]any{}})
+		if err != nil || res.IsError {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+	b.StopTimer()
+	if n, err := audit.Verify(context.Background(), st); err != nil || n != int64(b.N) {
+		b.Fatalf("verify: %d records, %v", n, err)
 	}
 }

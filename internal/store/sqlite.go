@@ -139,14 +139,6 @@ const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 
 func fmtTime(t time.Time) string { return t.UTC().Format(timeLayout) }
 
-// fmtNullTime stores the zero time as NULL.
-func fmtNullTime(t time.Time) sql.NullString {
-	if t.IsZero() {
-		return sql.NullString{}
-	}
-	return sql.NullString{String: fmtTime(t), Valid: true}
-}
-
 func parseTime(s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
