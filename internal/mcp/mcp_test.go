@@ -2,8 +2,10 @@ package mcp_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,5 +195,51 @@ func TestProgressStreamsOutput(t *testing.T) {
 	}
 	if len(msgs) < 2 || msgs[0] != "tick1\n" {
 		t.Errorf("progress messages %q: want tick1 first and more than one", msgs)
+	}
+}
+
+// TestGateOutputAsResource: a human's large output reaches the agent
+// complete through the gate, as a resource only the session owner can read.
+func TestGateOutputAsResource(t *testing.T) {
+	f := newServer(t, 2048)
+	owner, other := f.client(t), f.client(t)
+	s := connect(t, owner, "big-human")
+	url := mcptest.Str(mcptest.MustOK(t, owner.Call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": s.Name, "sessionToken": s.Token}))["monitoringUrl"])
+	sess, ok := f.sessions.ByMonitorKey(url[strings.LastIndex(url, "/")+1:])
+	if !ok {
+		t.Fatal("no session for the monitoring key")
+	}
+	if err := sess.Input(context.Background(), []byte("seq 1 5000\r")); err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	for i := 1; i <= 5000; i++ {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	var g map[string]any
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		g = exec(t, owner, s, "true")
+		if g["error"] == "user_activity_detected" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmds, _ := g["userCommands"].([]any)
+	if len(cmds) != 1 {
+		t.Fatalf("gate reply: %s", mcptest.Short(g))
+	}
+	uc := cmds[0].(map[string]any)
+	res, _ := uc["stdoutResource"].(map[string]any)
+	if res == nil || len(mcptest.Str(uc["stdout"])) > 2048 || uc["stdoutTruncated"] != true {
+		t.Fatalf("user command not inline-limited: %s", mcptest.Short(uc))
+	}
+	uri := mcptest.Str(res["uri"])
+	r, err := owner.CS.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: uri})
+	if err != nil || r.Contents[0].Text != want.String() {
+		t.Fatalf("owner read: %v (%d bytes)", err, len(r.Contents[0].Text))
+	}
+	if _, err := other.CS.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: uri}); err == nil {
+		t.Error("another client read the session owner's output")
 	}
 }

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/tandem-sh/tandem/internal/store"
+)
+
+// typeOverWebSocket types as a browser would, over the terminal's socket.
+func typeOverWebSocket(t *testing.T, monitorURL, keys string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws := "ws" + strings.TrimPrefix(monitorURL, "http") + "/ws"
+	c, _, err := websocket.Dial(ctx, ws, &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {strings.SplitN(monitorURL, "/s/", 2)[0]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	if err := c.Write(ctx, websocket.MessageText, []byte(`{"t":"i","d":`+quoteJSON(keys)+`}`)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func quoteJSON(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\r", `\r`, "\n", `\n`)
+	return `"` + r.Replace(s) + `"`
+}
+
+// TestHistoryPersisted: every command, the agent's and the human's, is in
+// the store with its metadata, and its full output is in spool files.
+func TestHistoryPersisted(t *testing.T) {
+	s := localSession(t, serverOpts{config: "targets:\n  - {name: local, kind: local, workspace: .}\nlimits:\n  inlineOutputBytes: 4096\n"})
+	mustOK(t, s.exec(t, "echo one; echo oops >&2; (exit 4)"))
+	mustOK(t, s.exec(t, "seq 1 3000"))
+	url := str(mustOK(t, s.srv.call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": s.name, "sessionToken": s.tok}))["monitoringUrl"])
+	typeOverWebSocket(t, url, "echo from-human\r")
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) && s.exec(t, "true")["error"] != "user_activity_detected" {
+		time.Sleep(20 * time.Millisecond)
+	}
+	mustOK(t, s.srv.call(t, "ssh_disconnect", map[string]any{"sessionName": s.name, "sessionToken": s.tok}))
+	_ = s.srv.cs.Close()
+	_ = s.srv.cmd.Wait()
+
+	st, err := store.Open(context.Background(), s.srv.dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var id string
+	for _, r := range auditRecords(t, s.srv.dataDir) {
+		if r.Event == "session_start" {
+			id = r.SessionID
+		}
+	}
+	rows, err := st.Commands(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type want struct{ source, stdout, stderr string }
+	byCmd := map[string]want{
+		"echo one; echo oops >&2; (exit 4)": {"agent", "one\n", "oops\n"},
+		"echo from-human":                 {"user", "from-human\n", ""},
+	}
+	var seq strings.Builder
+	for i := 1; i <= 3000; i++ {
+		seq.WriteString(strconv.Itoa(i) + "\n")
+	}
+	byCmd["seq 1 3000"] = want{"agent", seq.String(), ""}
+	found := 0
+	for _, r := range rows {
+		w, ok := byCmd[r.Command]
+		if !ok {
+			continue
+		}
+		found++
+		out, _ := os.ReadFile(r.StdoutPath)
+		errb, _ := os.ReadFile(r.StderrPath)
+		if r.Source != w.source || string(out) != w.stdout || string(errb) != w.stderr || r.StdoutBytes != int64(len(w.stdout)) || r.ExitCode == nil || r.StartedAt.IsZero() || r.Cwd == "" {
+			t.Errorf("%q: row %+v, stdout file %q, stderr file %q", r.Command, r, trunc(string(out)), errb)
+		}
+	}
+	if found != 3 {
+		t.Errorf("found %d of 3 commands in %d rows", found, len(rows))
+	}
+}
+
+func trunc(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}
