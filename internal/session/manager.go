@@ -235,14 +235,7 @@ func (m *Manager) Lookup(c Caller, name, token string) (*Session, error) {
 
 // List returns the caller's own live sessions, oldest first.
 func (m *Manager) List(c Caller) []Info {
-	m.mu.Lock()
-	var mine []*Session
-	for _, s := range m.sessions {
-		if s.caller == c {
-			mine = append(mine, s)
-		}
-	}
-	m.mu.Unlock()
+	mine := m.live(func(s *Session) bool { return s.caller == c })
 	out := make([]Info, 0, len(mine))
 	for _, s := range mine {
 		out = append(out, s.Info())
@@ -333,13 +326,7 @@ func (m *Manager) tickEvery() time.Duration {
 }
 
 func (m *Manager) reap(now time.Time) {
-	m.mu.Lock()
-	all := make([]*Session, 0, len(m.sessions))
-	for _, s := range m.sessions {
-		all = append(all, s)
-	}
-	m.mu.Unlock()
-	for _, s := range all {
+	for _, s := range m.live(nil) {
 		s.mu.Lock()
 		idle := now.Sub(s.lastActivity)
 		s.mu.Unlock()
@@ -354,13 +341,7 @@ func (m *Manager) reap(now time.Time) {
 
 // Shutdown ends every live session.
 func (m *Manager) Shutdown() {
-	m.mu.Lock()
-	all := make([]*Session, 0, len(m.sessions))
-	for _, s := range m.sessions {
-		all = append(all, s)
-	}
-	m.mu.Unlock()
-	for _, s := range all {
+	for _, s := range m.live(nil) {
 		m.end(s, EndServerShutdown)
 	}
 }
@@ -368,15 +349,7 @@ func (m *Manager) Shutdown() {
 // EndOwner ends every session of a caller that has gone away: nobody else
 // can ever use them.
 func (m *Manager) EndOwner(c Caller) {
-	m.mu.Lock()
-	var mine []*Session
-	for _, s := range m.sessions {
-		if s.caller == c {
-			mine = append(mine, s)
-		}
-	}
-	m.mu.Unlock()
-	for _, s := range mine {
+	for _, s := range m.live(func(s *Session) bool { return s.caller == c }) {
 		m.end(s, EndDisconnected)
 	}
 }
@@ -386,4 +359,18 @@ func (m *Manager) Count() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.sessions)
+}
+
+// live snapshots the live sessions that keep accepts (all when nil), so
+// callers can act on them without holding the registry lock.
+func (m *Manager) live(keep func(*Session) bool) []*Session {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*Session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		if keep == nil || keep(s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
