@@ -284,11 +284,10 @@ func (s *Shell) Input(ctx context.Context, p []byte) error {
 	if s.opts.Input != nil {
 		s.opts.Input(p)
 	}
-	if s.atPrompt && s.agent == nil {
-		s.lineDirty = true
-		if bytes.ContainsAny(p, "\r\n\x03\x04") {
-			s.atPrompt = false
-		}
+	// A submitted line leaves the prompt; a half-typed one is the stage
+	// function's to notice (it sees readline's buffer).
+	if s.atPrompt && s.agent == nil && bytes.ContainsAny(p, "\r\n\x03\x04") {
+		s.atPrompt = false
 	}
 	if a := s.agent; a != nil && !a.staged {
 		s.held = append(s.held, bytes.Clone(p))

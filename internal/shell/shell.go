@@ -88,7 +88,6 @@ type Shell struct {
 	ready      bool
 	fresh      bool // a P mark was seen: the next B is a new, empty prompt
 	atPrompt   bool // a new prompt is drawn and no line was submitted since
-	lineDirty  bool // the human typed something at this prompt
 	cont       bool // the human is at a PS2 continuation prompt
 	human      *humanRun
 	agent      *agentRun
@@ -243,37 +242,28 @@ func (s *Shell) Cwd() string {
 	return s.cwd
 }
 
+// helloMark is the untrusted request with which the rc asks for the nonce.
+var helloMark = []byte("\x1b]633;X;hello\x07")
+
 // readPTY drains the terminal for the life of the connection.
 func (s *Shell) readPTY() {
 	buf := make([]byte, 64<<10)
-	hello := []byte("\x1b]633;X;hello\x07")
-	var pre []byte
+	var pre []byte // output before the hello mark
+	handshaken := false
 	for {
 		n, err := s.conn.Read(buf)
-		if n > 0 {
-			s.mu.Lock()
-			b := buf[:n]
-			if s.parser == nil {
-				pre = append(pre, b...)
-				i := bytes.Index(pre, hello)
-				if i < 0 {
-					s.startOut.Write(pre)
-					s.display(pre)
-					pre = pre[:0]
-					s.mu.Unlock()
-					continue
-				}
-				s.display(pre[:i])
-				s.startOut.Write(pre[:i])
-				b = pre[i+len(hello):]
-				s.parser = term.NewParser(s.nonce)
-				s.mu.Unlock()
-				if _, err := s.writePTY([]byte(s.nonce + "\n")); err != nil {
-					s.fail(err)
+		b := buf[:n]
+		if n > 0 && !handshaken {
+			b, pre, handshaken = s.beforeHello(append(pre, b...))
+			if handshaken {
+				if _, werr := s.writePTY([]byte(s.nonce + "\n")); werr != nil {
+					s.fail(werr)
 					return
 				}
-				s.mu.Lock()
 			}
+		}
+		if len(b) > 0 {
+			s.mu.Lock()
 			s.parser.Feed(b, s.item)
 			s.mu.Unlock()
 		}
@@ -285,6 +275,34 @@ func (s *Shell) readPTY() {
 			}
 			return
 		}
+	}
+}
+
+// beforeHello shows what the shell printed before asking for the nonce
+// (an rc's banner, say) and, once the hello mark is in, creates the parser
+// and returns the bytes after it. A mark split across reads is held back.
+func (s *Shell) beforeHello(pre []byte) (rest, keep []byte, seen bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := bytes.Index(pre, helloMark)
+	if i < 0 {
+		k := len(pre) - markerPrefixLen(pre, helloMark)
+		s.preHello(pre[:k])
+		return nil, append(pre[:0], pre[k:]...), false
+	}
+	s.preHello(pre[:i])
+	s.parser = term.NewParser(s.nonce)
+	return pre[i+len(helloMark):], nil, true
+}
+
+// preHello displays early output and keeps its tail for error messages.
+func (s *Shell) preHello(p []byte) {
+	s.display(p)
+	s.startOut.Write(p)
+	if s.startOut.Len() > 8<<10 {
+		tail := bytes.Clone(s.startOut.Bytes()[s.startOut.Len()-4<<10:])
+		s.startOut.Reset()
+		s.startOut.Write(tail)
 	}
 }
 
@@ -344,7 +362,7 @@ func (s *Shell) event(e *term.Event) {
 			a.redrawn = true
 		}
 		if s.fresh {
-			s.fresh, s.atPrompt, s.lineDirty, s.cont = false, true, false, false
+			s.fresh, s.atPrompt, s.cont = false, true, false
 			if s.relay != nil {
 				s.ready = true
 			}

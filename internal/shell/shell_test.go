@@ -359,3 +359,26 @@ func TestTypeAheadNeverRunsAStaleLine(t *testing.T) {
 		}
 	}
 }
+
+// slowDialer delivers the terminal one byte per read, so every mark and
+// the handshake's hello arrive split.
+type slowDialer struct{ ptyDialer }
+
+type slowConn struct{ shell.Conn }
+
+func (c slowConn) Read(p []byte) (int, error) { return c.Conn.Read(p[:1]) }
+
+func (d *slowDialer) Dial(ctx context.Context, l shell.Launch) (shell.Conn, error) {
+	c, err := d.ptyDialer.Dial(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	return slowConn{c}, nil
+}
+
+func TestMarksSplitAcrossReads(t *testing.T) {
+	h := start(t, &slowDialer{ptyDialer{t: t}})
+	if rec := h.exec(t, "cd /tmp; echo split"); rec.Stdout.String() != "split\n" || rec.Cwd != "/tmp" {
+		t.Errorf("byte-at-a-time terminal: %q in %q", rec.Stdout.String(), rec.Cwd)
+	}
+}
