@@ -41,5 +41,5 @@ fuzz:
 # Test dependencies on Debian/Ubuntu (run as root).
 deps:
 	apt-get update
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openssh-server chromium asciinema
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openssh-server chromium asciinema less
 	mkdir -p /run/sshd

@@ -382,3 +382,55 @@ func TestMarksSplitAcrossReads(t *testing.T) {
 		t.Errorf("byte-at-a-time terminal: %q in %q", rec.Stdout.String(), rec.Cwd)
 	}
 }
+
+// TestHumanPasswordPromptAndFullScreen: a hidden prompt and a full-screen
+// program work for the human and end as ordinary recorded commands; the
+// hidden answer is not echoed.
+func TestHumanPasswordPromptAndFullScreen(t *testing.T) {
+	h := start(t, &ptyDialer{t: t})
+	ctx := context.Background()
+	steps := []struct {
+		keys, wait string
+	}{
+		{"read -s -p 'Password: ' pw; echo; echo got-${#pw}\r", "Password: "},
+		{"hunter2\r", ""},
+	}
+	for _, st := range steps {
+		if err := h.sh.Input(ctx, []byte(st.keys)); err != nil {
+			t.Fatal(err)
+		}
+		h.waitScreen(t, st.wait)
+	}
+	got := h.users(t, 1)
+	if got[0].ExitCode != 0 || !strings.Contains(got[0].Stdout.String(), "got-7") || strings.Contains(got[0].Stdout.String(), "hunter2") {
+		t.Errorf("password prompt: %+v %q", got[0], got[0].Stdout.String())
+	}
+	if err := h.sh.Input(ctx, []byte("seq 1 500 | less\r")); err != nil {
+		t.Fatal(err)
+	}
+	h.waitScreen(t, "\x1b[?1049h") // less switched to the alternate screen
+	if err := h.sh.Input(ctx, []byte("q")); err != nil {
+		t.Fatal(err)
+	}
+	got = h.users(t, 2)
+	if got[1].Command != "seq 1 500 | less" || got[1].ExitCode != 0 {
+		t.Errorf("full-screen program: %+v", got[1])
+	}
+	h.idle(t)
+}
+
+// waitScreen waits until the terminal has shown s ("" returns at once).
+func (h *harness) waitScreen(t *testing.T, s string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		h.mu.Lock()
+		ok := strings.Contains(h.screen.String(), s)
+		h.mu.Unlock()
+		if ok {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the terminal never showed %q", s)
+}
