@@ -69,7 +69,7 @@ func TestHistoryPersisted(t *testing.T) {
 	type want struct{ source, stdout, stderr string }
 	byCmd := map[string]want{
 		"echo one; echo oops >&2; (exit 4)": {"agent", "one\n", "oops\n"},
-		"echo from-human":                 {"user", "from-human\n", ""},
+		"echo from-human":                   {"user", "from-human\n", ""},
 	}
 	var seq strings.Builder
 	for i := 1; i <= 3000; i++ {
