@@ -49,8 +49,8 @@ func (e *EndedError) Error() string {
 type Options struct {
 	// Logger receives lifecycle logs. Nil discards them.
 	Logger *slog.Logger
-	// IdleTimeout ends a session with no agent call and no human input for
-	// this long; zero means 30 minutes.
+	// IdleTimeout ends a session with no agent call, no human input and no
+	// running command for this long; zero means 30 minutes.
 	IdleTimeout time.Duration
 	// MaxLifetime ends a session this long after it started; zero means 12 hours.
 	MaxLifetime time.Duration
@@ -333,7 +333,8 @@ func (m *Manager) reap(now time.Time) {
 		switch {
 		case now.Sub(s.CreatedAt) >= m.opts.MaxLifetime:
 			m.end(s, EndMaxLifetime)
-		case idle >= m.opts.IdleTimeout:
+		case idle >= m.opts.IdleTimeout && !s.sh.Busy():
+			// A running command is not idleness; MaxLifetime bounds it.
 			m.end(s, EndIdleTimeout)
 		}
 	}

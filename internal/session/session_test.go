@@ -159,3 +159,29 @@ func TestGatePerSession(t *testing.T) {
 		t.Errorf("after the gate: %v %q", err, rec.Stdout)
 	}
 }
+
+// TestRunningCommandIsNotIdle: a command that outlived its exec timeout
+// keeps the session alive past the idle timeout; when it ends, the idle
+// clock applies again.
+func TestRunningCommandIsNotIdle(t *testing.T) {
+	m := session.NewManager(&session.Options{IdleTimeout: 300 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go m.Run(ctx)
+	s, _ := create(t, m, alice, "busy")
+	var te *shell.TimeoutError
+	if _, err := s.Exec(ctx, "sleep 1.5", shell.ExecOptions{Timeout: 100 * time.Millisecond}); !errors.As(err, &te) {
+		t.Fatalf("want a timeout, got %v", err)
+	}
+	time.Sleep(1200 * time.Millisecond) // well past the idle timeout, sleep still running
+	if m.Count() != 1 {
+		t.Fatal("a session with a running command was reaped as idle")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for m.Count() > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if m.Count() != 0 || s.EndReason() != session.EndIdleTimeout {
+		t.Errorf("after the command ended: %d live, reason %q", m.Count(), s.EndReason())
+	}
+}

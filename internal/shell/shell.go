@@ -228,6 +228,13 @@ func (s *Shell) Close() error {
 	return err
 }
 
+// Busy reports whether a command (the agent's or the human's) is running.
+func (s *Shell) Busy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.agent != nil || s.human != nil
+}
+
 // PID is the shell's process id on its host, as the shell reported it.
 func (s *Shell) PID() int {
 	s.mu.Lock()
