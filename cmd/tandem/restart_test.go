@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,6 +17,21 @@ import (
 
 	"github.com/tandem-sh/tandem/internal/store"
 )
+
+// httpGet fetches a page of tandem's web listener.
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return string(b)
+}
 
 // tandemCLI runs the built binary, e.g. `tandem audit verify`.
 func tandemCLI(t *testing.T, args ...string) (string, error) {
@@ -51,7 +68,8 @@ func TestRestartStory(t *testing.T) {
 	a := startServer(t, serverOpts{home: home})
 	tok := str(mustOK(t, a.call(t, "ssh_connect", map[string]any{"name": "old"}))["sessionToken"])
 	s := sess{a, "old", tok}
-	acked := map[string]int{"ssh_connect": 1}
+	oldURL := str(mustOK(t, a.call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": "old", "sessionToken": tok}))["monitoringUrl"])
+	acked := map[string]int{"ssh_connect": 1, "ssh_get_monitoring_url": 1}
 	for _, cmd := range []string{"echo one", "cd /tmp", "echo two"} {
 		mustOK(t, s.exec(t, cmd))
 		acked["ssh_exec"]++
@@ -68,6 +86,17 @@ func TestRestartStory(t *testing.T) {
 	}
 	// The wrong token learns nothing.
 	wantError(t, b.call(t, "ssh_exec", map[string]any{"sessionName": "old", "sessionToken": "guess", "command": "true"}), "invalid_session_token")
+
+	// The old session's recording replays from the new server.
+	newTok := str(mustOK(t, b.call(t, "ssh_connect", map[string]any{"name": "new"}))["sessionToken"])
+	bURL := str(mustOK(t, b.call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": "new", "sessionToken": newTok}))["monitoringUrl"])
+	replay := bURL[:strings.Index(bURL, "/s/")] + oldURL[strings.Index(oldURL, "/s/"):]
+	if body := httpGet(t, replay); !strings.Contains(body, "replay") {
+		t.Errorf("no replay page for the old session at %s", replay)
+	}
+	if cast := httpGet(t, replay+"/cast"); !strings.Contains(cast, `"version": 2`) && !strings.Contains(cast, `"version":2`) || !strings.Contains(cast, "two") {
+		t.Errorf("old session's cast: %.300q", cast)
+	}
 
 	if out, err := tandemCLI(t, "audit", "verify", "--data-dir", b.dataDir); err != nil || !strings.Contains(out, "intact") {
 		t.Fatalf("audit verify after SIGKILL: %v\n%s", err, out)

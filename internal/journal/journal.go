@@ -7,6 +7,7 @@ package journal
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -72,8 +73,30 @@ func (j *Journal) SessionStarted(ctx context.Context, s *session.Session) error 
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
+	if p := s.RecordingPath(); p != "" {
+		key := sha256.Sum256([]byte(s.MonitorKey()))
+		if err := j.st.AddReplay(ctx, s.ID, key[:], p); err != nil {
+			return fmt.Errorf("journal: %w", err)
+		}
+	}
 	_, err = j.audit.Append(ctx, j.lifecycle(s, "session_start", ""))
 	return err
+}
+
+// Replay implements session.Journal: the recording of an ended session,
+// found by the hash of its monitoring key, in this process or an earlier one.
+func (j *Journal) Replay(ctx context.Context, keyHash [32]byte) (name, path string, ok bool) {
+	r, err := j.st.FindReplay(ctx, keyHash[:])
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			j.log.Error("journal: find replay", "err", err)
+		}
+		return "", "", false
+	}
+	if r.Status != store.StatusEnded {
+		return "", "", false
+	}
+	return r.Name, r.RecordingPath, true
 }
 
 // SessionEnded implements session.Journal. Failures are logged: the

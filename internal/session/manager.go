@@ -80,6 +80,9 @@ type Journal interface {
 	// Ended finds a session of the tenant's, by name, that ended in an
 	// earlier process and whose token hash matches.
 	Ended(ctx context.Context, tenant, name string, tokenHash [32]byte) (reason string, at time.Time, ok bool)
+	// Replay finds the recording of an ended session, of this process or
+	// an earlier one, by the hash of its monitoring key.
+	Replay(ctx context.Context, keyHash [32]byte) (name, path string, ok bool)
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -247,13 +250,17 @@ func (m *Manager) List(c Caller) []Info {
 // Recording finds the finished recording of an ended session by its
 // capability key, for the browser replay.
 func (m *Manager) Recording(key string) (name, path string, ok bool) {
+	h := sha256.Sum256([]byte(key))
 	m.mu.Lock()
-	s := m.replays[sha256.Sum256([]byte(key))]
+	s := m.replays[h]
 	m.mu.Unlock()
-	if s == nil {
-		return "", "", false
+	if s != nil {
+		return s.Name, s.recPath, true
 	}
-	return s.Name, s.recPath, true
+	if m.opts.Journal != nil {
+		return m.opts.Journal.Replay(context.Background(), h)
+	}
+	return "", "", false
 }
 
 // ByMonitorKey finds the session a capability key opens.

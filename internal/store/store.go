@@ -49,6 +49,12 @@ type Store interface {
 	// Commands returns a session's commands in the order they started.
 	Commands(ctx context.Context, sessionID string) ([]CommandRow, error)
 
+	// AddReplay records where a session's recording is, under the hash of
+	// its monitoring key.
+	AddReplay(ctx context.Context, sessionID string, keyHash []byte, recordingPath string) error
+	// FindReplay finds it again by that hash; ErrNotFound if none.
+	FindReplay(ctx context.Context, keyHash []byte) (Replay, error)
+
 	// AppendAudit appends one audit record atomically across processes: it
 	// takes the write lock, reads the head of the log, calls build with it,
 	// inserts what build returns and commits. It returns after the commit,
@@ -156,6 +162,14 @@ type CommandRow struct {
 	StderrBytes int64
 	StdoutPath  string
 	StderrPath  string
+}
+
+// Replay locates a session's recording for the browser replay.
+type Replay struct {
+	SessionID     string
+	Name          string
+	Status        string // StatusActive or StatusEnded
+	RecordingPath string
 }
 
 // AuditHead is the end of the audit chain: what a new record links to.

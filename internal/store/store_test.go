@@ -81,12 +81,13 @@ func TestStoreMigrations(t *testing.T) {
 		t.Fatal(err)
 	}
 	st = openStore(t, dir)
-	if v, err := st.SchemaVersion(ctx); err != nil || v != 1 {
-		t.Fatalf("schema version = %d, %v; want 1", v, err)
+	const latest = 2 // migrations/0002_replays.sql
+	if v, err := st.SchemaVersion(ctx); err != nil || v != latest {
+		t.Fatalf("schema version = %d, %v; want %d", v, err, latest)
 	}
 	var rows int
-	if err := rawDB(t, dir).QueryRow(`SELECT count(*) FROM schema_version`).Scan(&rows); err != nil || rows != 1 {
-		t.Fatalf("schema_version rows = %d, %v; want 1", rows, err)
+	if err := rawDB(t, dir).QueryRow(`SELECT count(*) FROM schema_version`).Scan(&rows); err != nil || rows != latest {
+		t.Fatalf("schema_version rows = %d, %v; want %d", rows, err, latest)
 	}
 	if dead, err := st.DeadInstances(ctx, t0.Add(time.Hour)); err != nil || len(dead) != 1 {
 		t.Fatalf("after reopen: dead = %v, %v; want instance i1", dead, err)
@@ -101,8 +102,8 @@ func TestStoreMigrations(t *testing.T) {
 	}
 	_, err := store.Open(ctx, dir)
 	var se *store.SchemaError
-	if !errors.Is(err, store.ErrSchemaTooNew) || !errors.As(err, &se) || se.Found != 99 || se.Known != 1 {
-		t.Fatalf("open newer db: err = %v; want SchemaError 99 > 1", err)
+	if !errors.Is(err, store.ErrSchemaTooNew) || !errors.As(err, &se) || se.Found != 99 || se.Known != latest {
+		t.Fatalf("open newer db: err = %v; want SchemaError 99 > %d", err, latest)
 	}
 	t.Log(err)
 }
@@ -306,5 +307,32 @@ func mustNil(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestStoreReplays(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, "")
+	mustNil(t, st.RegisterInstance(ctx, store.Instance{ID: "i", PID: 1, Host: "h", StartedAt: t0}))
+	mustNil(t, st.CreateSession(ctx, session("s1", "dev", "i", t0)))
+	key := sha256.Sum256([]byte("monitor-key"))
+	mustNil(t, st.AddReplay(ctx, "s1", key[:], "/data/recordings/s1.cast"))
+	r, err := st.FindReplay(ctx, key[:])
+	if err != nil || r.Name != "dev" || r.Status != store.StatusActive || r.RecordingPath != "/data/recordings/s1.cast" {
+		t.Fatalf("find replay: %+v %v", r, err)
+	}
+	mustNil(t, st.EndSession(ctx, "s1", "disconnected", t0.Add(time.Minute)))
+	if r, _ := st.FindReplay(ctx, key[:]); r.Status != store.StatusEnded {
+		t.Errorf("after end: %+v", r)
+	}
+	other := sha256.Sum256([]byte("other"))
+	if _, err := st.FindReplay(ctx, other[:]); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown key: %v", err)
+	}
+	if err := st.AddReplay(ctx, "s1", []byte("short"), "x"); err == nil {
+		t.Error("a short key hash was accepted")
+	}
+	if err := st.AddReplay(ctx, "nope", other[:], "x"); err == nil {
+		t.Error("a replay for an unknown session was accepted")
 	}
 }
