@@ -104,7 +104,7 @@ func BenchmarkExecLatency(b *testing.B) {
 	for _, k := range keys {
 		_ = os.Chmod(k, 0o644)
 	}
-	srv := startServer(b, serverOpts{})
+	srv := startServer(b, serverOpts{logLevel: "info"}) // tandem's default
 	r := mustOK(b, srv.call(b, "ssh_connect", map[string]any{"name": "bench", "host": d.Host, "port": d.Port, "username": login, "keyFilePath": d.ClientKeyFile}))
 	s := sess{srv, "bench", str(r["sessionToken"])}
 

@@ -49,10 +49,11 @@ type server struct {
 }
 
 type serverOpts struct {
-	dir    string // working directory (the default local workspace)
-	home   string // HOME, and the data dir under it; shared to simulate a restart
-	config string // tandem.yaml content, if any
-	env    []string
+	dir      string // working directory (the default local workspace)
+	home     string // HOME, and the data dir under it; shared to simulate a restart
+	logLevel string // default debug, for failure logs
+	config   string // tandem.yaml content, if any
+	env      []string
 }
 
 // startServer spawns the built binary over stdio, the way MCP clients do.
@@ -66,7 +67,10 @@ func startServer(t testing.TB, o serverOpts) *server {
 		o.dir = t.TempDir()
 	}
 	s := &server{home: home, dataDir: filepath.Join(home, "state")}
-	args := []string{"serve", "--web", "127.0.0.1:0", "--data-dir", s.dataDir, "--log-level", "debug"}
+	if o.logLevel == "" {
+		o.logLevel = "debug"
+	}
+	args := []string{"serve", "--web", "127.0.0.1:0", "--data-dir", s.dataDir, "--log-level", o.logLevel}
 	if o.config != "" {
 		p := filepath.Join(t.TempDir(), "tandem.yaml")
 		if err := os.WriteFile(p, []byte(o.config), 0o600); err != nil {

@@ -84,7 +84,12 @@ func TestHistoryPersisted(t *testing.T) {
 		}
 		found++
 		out, _ := os.ReadFile(r.StdoutPath)
-		errb, _ := os.ReadFile(r.StderrPath)
+		var errb []byte
+		if r.StderrPath != "" {
+			errb, _ = os.ReadFile(r.StderrPath)
+		} else if r.StderrBytes != 0 {
+			t.Errorf("%q: %d stderr bytes but no spool file", r.Command, r.StderrBytes)
+		}
 		if r.Source != w.source || string(out) != w.stdout || string(errb) != w.stderr || r.StdoutBytes != int64(len(w.stdout)) || r.ExitCode == nil || r.StartedAt.IsZero() || r.Cwd == "" {
 			t.Errorf("%q: row %+v, stdout file %q, stderr file %q", r.Command, r, trunc(string(out)), errb)
 		}

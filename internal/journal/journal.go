@@ -19,6 +19,7 @@ import (
 	"github.com/tandem-sh/tandem/internal/audit"
 	"github.com/tandem-sh/tandem/internal/session"
 	"github.com/tandem-sh/tandem/internal/shell"
+	"github.com/tandem-sh/tandem/internal/spool"
 	"github.com/tandem-sh/tandem/internal/store"
 )
 
@@ -140,8 +141,8 @@ func (j *Journal) write() {
 	defer j.wg.Done()
 	for c := range j.queue {
 		rec := c.rec
-		outPath, err1 := rec.Stdout.Persist()
-		errPath, err2 := rec.Stderr.Persist()
+		outPath, err1 := persist(rec.Stdout)
+		errPath, err2 := persist(rec.Stderr)
 		if err := errors.Join(err1, err2); err != nil {
 			j.log.Error("journal: spool output", "command", rec.ID, "err", err)
 		}
@@ -158,6 +159,15 @@ func (j *Journal) write() {
 			j.log.Error("journal: record command", "command", rec.ID, "err", err)
 		}
 	}
+}
+
+// persist puts a non-empty stream in its spool file; an empty stream
+// needs no file (its row says 0 bytes).
+func persist(f *spool.File) (string, error) {
+	if f.Size() == 0 {
+		return "", nil
+	}
+	return f.Persist()
 }
 
 // Ended implements session.Journal: the token hash is compared in

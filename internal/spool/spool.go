@@ -19,6 +19,15 @@ type Dir struct {
 	Path string
 	// Inline is how many bytes of each stream stay in memory.
 	Inline int
+
+	mkdir sync.Once
+	err   error
+}
+
+// ensure creates Path once.
+func (d *Dir) ensure() error {
+	d.mkdir.Do(func() { d.err = os.MkdirAll(d.Path, 0o700) })
+	return d.err
 }
 
 // File is one captured stream. Write never fails, so capture never stops
@@ -87,7 +96,7 @@ func (f *File) Write(p []byte) (int, error) {
 
 // spill moves the stream to disk; f.mu is held.
 func (f *File) spill() error {
-	if err := os.MkdirAll(f.dir.Path, 0o700); err != nil {
+	if err := f.dir.ensure(); err != nil {
 		return fmt.Errorf("spool %s: %w", f.name, err)
 	}
 	fd, err := os.OpenFile(f.path(), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
