@@ -1,0 +1,144 @@
+package mcp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tandem-sh/tandem/internal/mcptest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden replies in testdata/golden")
+
+// volatile are reply keys whose values change every run.
+var volatile = map[string]bool{
+	"sessionToken": true, "createdAt": true, "lastActivity": true, "timestamp": true,
+	"userActivitySince": true, "runningSince": true, "endedAt": true, "durationMs": true,
+	"duration": true, "commandId": true, "uri": true, "monitoringUrl": true, "cwd": true,
+}
+
+var tempPath = regexp.MustCompile(`/tmp/[^\s"']+`)
+
+// normalize replaces volatile values with their key, so golden files hold
+// the shape and the stable values of a reply.
+func normalize(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, val := range x {
+			if volatile[k] {
+				out[k] = "<" + k + ">"
+			} else {
+				out[k] = normalize(val)
+			}
+		}
+		return out
+	case []any:
+		for i := range x {
+			x[i] = normalize(x[i])
+		}
+		return x
+	case string:
+		return tempPath.ReplaceAllString(x, "<tmp>")
+	}
+	return v
+}
+
+// golden compares a reply with testdata/golden/name.json.
+func golden(t *testing.T, name string, reply map[string]any) {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(normalize(reply)); err != nil {
+		t.Fatal(err)
+	}
+	got := buf.Bytes()
+	path := filepath.Join("testdata", "golden", name+".json")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/mcp -run TestGoldenReplies -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("reply %s changed; if intended, rerun with -update:\n--- got\n%s--- want\n%s", name, got, want)
+	}
+}
+
+// TestGoldenReplies pins the wire reply of every tool, for success and for
+// each error code it can give.
+func TestGoldenReplies(t *testing.T) {
+	f := newServer(t, 64)
+	c := f.client(t)
+	call := func(tool string, args map[string]any) map[string]any { return c.Call(t, tool, args) }
+	conn := call("ssh_connect", map[string]any{"name": "gold"})
+	golden(t, "connect_ok", conn)
+	s := mcptest.Session{Name: "gold", Token: mcptest.Str(conn["sessionToken"])}
+	args := func(extra map[string]any) map[string]any {
+		m := map[string]any{"sessionName": s.Name, "sessionToken": s.Token}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+
+	steps := []struct {
+		name string
+		tool string
+		args map[string]any
+	}{
+		{"connect_exists", "ssh_connect", map[string]any{"name": "gold"}},
+		{"connect_invalid_name", "ssh_connect", map[string]any{"name": "no spaces"}},
+		{"connect_unknown_target", "ssh_connect", map[string]any{"name": "x", "target": "prod"}},
+		{"connect_invalid_arguments", "ssh_connect", map[string]any{"name": "x", "port": "22", "host": "h", "username": "u"}},
+		{"exec_ok", "ssh_exec", args(map[string]any{"command": "cd /tmp && echo out && echo err >&2"})},
+		{"exec_nonzero", "ssh_exec", args(map[string]any{"command": "(exit 3)"})},
+		{"exec_binary", "ssh_exec", args(map[string]any{"command": `printf '\377\000'`})},
+		{"exec_large", "ssh_exec", args(map[string]any{"command": "seq 1 40"})},
+		{"exec_missing_token", "ssh_exec", map[string]any{"sessionName": "gold", "command": "true"}},
+		{"exec_invalid_token", "ssh_exec", map[string]any{"sessionName": "gold", "sessionToken": "nope", "command": "true"}},
+		{"exec_invalid_arguments", "ssh_exec", args(map[string]any{"command": "true", "bypassGate": true})},
+		{"exec_timeout", "ssh_exec", args(map[string]any{"command": "echo started; sleep 5", "timeoutSeconds": 0.3})},
+		{"exec_busy", "ssh_exec", args(map[string]any{"command": "true"})},
+		{"cancel_ok", "ssh_cancel", args(nil)},
+		{"cancel_not_running", "ssh_cancel", args(nil)},
+		{"list_sessions", "ssh_list_sessions", map[string]any{}},
+		{"monitoring_url", "ssh_get_monitoring_url", args(nil)},
+	}
+	for _, st := range steps {
+		golden(t, st.name, call(st.tool, st.args))
+	}
+
+	// The gate: a human command, then the blocked call and the one after.
+	url := mcptest.Str(call("ssh_get_monitoring_url", args(nil))["monitoringUrl"])
+	sess, _ := f.sessions.ByMonitorKey(url[strings.LastIndex(url, "/")+1:])
+	if err := sess.Input(context.Background(), []byte("echo human; false\r")); err != nil {
+		t.Fatal(err)
+	}
+	var gate map[string]any
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if gate = call("ssh_exec", args(map[string]any{"command": "pwd"})); gate["error"] == "user_activity_detected" {
+			break
+		}
+	}
+	golden(t, "exec_user_activity", gate)
+	golden(t, "exec_after_gate", call("ssh_exec", args(map[string]any{"command": "echo again"})))
+	golden(t, "disconnect_ok", call("ssh_disconnect", args(nil)))
+	golden(t, "exec_session_ended", call("ssh_exec", args(map[string]any{"command": "true"})))
+}
