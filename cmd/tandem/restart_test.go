@@ -183,3 +183,31 @@ func TestKill9MidBurst(t *testing.T) {
 	}
 	t.Logf("%d acknowledged calls, %d audited before the kill", acked, recorded)
 }
+
+// TestClientLeavingEndsAndAuditsSessions: when the MCP client goes away the
+// process ends its sessions, and every end reaches the audit log before
+// the store closes.
+func TestClientLeavingEndsAndAuditsSessions(t *testing.T) {
+	for i := 0; i < 3; i++ {
+		srv := startServer(t, serverOpts{})
+		for _, name := range []string{"one", "two"} {
+			mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": name}))
+		}
+		_ = srv.cs.Close() // closes stdin and waits for the process
+		if ps := srv.cmd.ProcessState; ps == nil || !ps.Success() {
+			t.Fatalf("tandem did not exit cleanly: %v", ps)
+		}
+		if strings.Contains(srv.log(), "level=ERROR") {
+			t.Fatalf("errors at shutdown:\n%s", srv.log())
+		}
+		ends := 0
+		for _, r := range auditRecords(t, srv.dataDir) {
+			if r.Event == "session_end" {
+				ends++
+			}
+		}
+		if ends != 2 {
+			t.Fatalf("round %d: %d session_end records, want 2", i, ends)
+		}
+	}
+}

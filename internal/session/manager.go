@@ -100,6 +100,8 @@ type Manager struct {
 	ended    map[key]*Session // last ended session per name, for clear errors
 	byKey    map[[32]byte]*Session
 	replays  map[[32]byte]*Session // ended sessions whose recording is complete
+	ending   int                   // ends in progress
+	settled  *sync.Cond            // signalled when ending drops
 }
 
 // NewManager returns an empty registry.
@@ -111,6 +113,7 @@ func NewManager(opts *Options) *Manager {
 		byKey:    map[[32]byte]*Session{},
 		replays:  map[[32]byte]*Session{},
 	}
+	m.settled = sync.NewCond(&m.mu)
 	if opts != nil {
 		m.opts = *opts
 	}
@@ -280,23 +283,36 @@ func (m *Manager) Disconnect(s *Session) error {
 	return nil
 }
 
-// end closes the session once; later calls are no-ops.
+// end closes the session once; later calls are no-ops. The claim and the
+// count of ends in progress change together under m.mu, so Shutdown can
+// wait for every end, including one another goroutine started.
 func (m *Manager) end(s *Session, reason string) {
-	s.mu.Lock()
-	if s.endReason != "" {
-		s.mu.Unlock()
-		return
-	}
-	s.endReason, s.endedAt = reason, time.Now()
-	s.mu.Unlock()
 	k := key{s.caller.Tenant, s.Name}
 	m.mu.Lock()
+	s.mu.Lock()
+	claimed := s.endReason == ""
+	if claimed {
+		s.endReason, s.endedAt = reason, time.Now()
+	}
+	s.mu.Unlock()
+	if !claimed {
+		m.mu.Unlock()
+		return
+	}
+	m.ending++
 	if m.sessions[k] == s {
 		delete(m.sessions, k)
 		m.ended[k] = s
 	}
 	delete(m.byKey, sha256.Sum256([]byte(s.monitorKey)))
 	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.ending--
+		m.settled.Broadcast()
+		m.mu.Unlock()
+	}()
+
 	_ = s.sh.Close()
 	if s.closeRecording() {
 		m.mu.Lock()
@@ -347,11 +363,17 @@ func (m *Manager) reap(now time.Time) {
 	}
 }
 
-// Shutdown ends every live session.
+// Shutdown ends every live session and returns once every end, its own or
+// one already under way elsewhere, is fully recorded.
 func (m *Manager) Shutdown() {
 	for _, s := range m.live(nil) {
 		m.end(s, EndServerShutdown)
 	}
+	m.mu.Lock()
+	for m.ending > 0 {
+		m.settled.Wait()
+	}
+	m.mu.Unlock()
 }
 
 // EndOwner ends every session of a caller that has gone away: nobody else
