@@ -134,6 +134,7 @@ func (nopWriteCloser) Close() error { return nil }
 // webSessions lets the browser terminal open a session by capability key.
 type webSessions struct{ m *session.Manager }
 
+// Terminal opens the live session a capability key names.
 func (w webSessions) Terminal(key string) (web.Terminal, bool) {
 	s, ok := w.m.ByMonitorKey(key)
 	if !ok {
@@ -144,6 +145,7 @@ func (w webSessions) Terminal(key string) (web.Terminal, bool) {
 
 type webTerminal struct{ *session.Session }
 
+// Name is the session's name, shown (escaped) on the page.
 func (t webTerminal) Name() string { return t.Session.Name }
 
 func loadConfig(path, home string) (*config.Config, error) {

@@ -198,9 +198,6 @@ func (s *Session) wrapShellErr(err error) error {
 	return err
 }
 
-// Name is the session's name, for the browser terminal.
-func (s *Session) DisplayName() string { return s.Name }
-
 // Watch streams the terminal to a viewer; see shell.Shell.Watch.
 func (s *Session) Watch(ctx context.Context, fn func(p []byte) error) error {
 	return s.sh.Watch(ctx, fn)
