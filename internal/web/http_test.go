@@ -42,15 +42,7 @@ func TestPage(t *testing.T) {
 		}
 	}
 	page := body(t, resp)
-	if strings.Contains(page, name) || !strings.Contains(page, "&lt;img src=x onerror=alert(1)&gt;") {
-		t.Errorf("page does not escape the session name:\n%s", page)
-	}
-	if strings.Contains(page, testKey) {
-		t.Errorf("page contains the capability key:\n%s", page)
-	}
-	if n := strings.Count(page, "<script"); n == 0 || n != strings.Count(page, `<script src="/assets/`) {
-		t.Errorf("page has inline script:\n%s", page)
-	}
+	checkPageSafe(t, page, name)
 }
 
 func TestNotFoundRevealsNothing(t *testing.T) {
@@ -114,5 +106,20 @@ func TestMonitorURL(t *testing.T) {
 		if got := web.MonitorURL(tc.base, tc.key); got != tc.want {
 			t.Errorf("MonitorURL(%q, %q) = %q, want %q", tc.base, tc.key, got, tc.want)
 		}
+	}
+}
+
+// checkPageSafe asserts what every page owes its viewers: the session name
+// escaped, no capability key in the page, and no inline script.
+func checkPageSafe(t *testing.T, page, name string) {
+	t.Helper()
+	if strings.Contains(page, name) || !strings.Contains(page, "&lt;img src=x onerror=alert(1)&gt;") {
+		t.Errorf("page does not escape the session name:\n%s", page)
+	}
+	if strings.Contains(page, testKey) {
+		t.Errorf("page contains the capability key:\n%s", page)
+	}
+	if n := strings.Count(page, "<script"); n == 0 || n != strings.Count(page, `<script src="/assets/`) {
+		t.Errorf("page has inline script:\n%s", page)
 	}
 }

@@ -24,15 +24,7 @@ import (
 // unique file name and the test's own pid (want is a regexp; the values are
 // quoted into it).
 func TestShell(t *testing.T) {
-	outside, err := os.MkdirTemp("/", "tandem-probe-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(outside) })
-	probe := filepath.Join(outside, "secret")
-	if err := os.WriteFile(probe, []byte("s3cret\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	outside, probe := probeOutside(t)
 	name := filepath.Base(outside)
 
 	tests := []struct {
@@ -93,15 +85,7 @@ func mustNotExist(t *testing.T, path string) {
 }
 
 func TestNoSandboxReadsOutside(t *testing.T) {
-	outside, err := os.MkdirTemp("/", "tandem-probe-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(outside) })
-	probe := filepath.Join(outside, "secret")
-	if err := os.WriteFile(probe, []byte("s3cret\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	_, probe := probeOutside(t)
 	tm := startTerm(t, &Options{Workspace: t.TempDir(), NoSandbox: true, KillGrace: 300 * time.Millisecond})
 	tm.send(`cat ` + probe + `; echo "rc=$?"`)
 	tm.expect(`s3cret\r\nrc=0`)
@@ -337,4 +321,20 @@ func TestDialRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// probeOutside makes a directory outside every sandbox grant, holding a
+// readable file "secret" (s3cret), removed when the test ends.
+func probeOutside(t *testing.T) (dir, probe string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("/", "tandem-probe-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	probe = filepath.Join(dir, "secret")
+	if err := os.WriteFile(probe, []byte("s3cret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, probe
 }
