@@ -14,8 +14,9 @@ import (
 	"github.com/tandem-sh/tandem/internal/store"
 )
 
-// typeOverWebSocket types as a browser would, over the terminal's socket.
-func typeOverWebSocket(t *testing.T, monitorURL, keys string) {
+// typeOverWebSocket types as a browser would, over the terminal's socket,
+// and stays until the terminal shows want, as a person watching would.
+func typeOverWebSocket(t *testing.T, monitorURL, keys, want string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -28,6 +29,15 @@ func typeOverWebSocket(t *testing.T, monitorURL, keys string) {
 	if err := c.Write(ctx, websocket.MessageText, []byte(`{"t":"i","d":`+quoteJSON(keys)+`}`)); err != nil {
 		t.Fatal(err)
 	}
+	var seen strings.Builder
+	for !strings.Contains(seen.String(), want) {
+		_, p, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("terminal never showed %q: %v; its tail was %q", want, err, tail(seen.String()))
+		}
+		seen.Write(p)
+	}
+	c.Close(websocket.StatusNormalClosure, "")
 }
 
 func quoteJSON(s string) string {
@@ -42,7 +52,7 @@ func TestHistoryPersisted(t *testing.T) {
 	mustOK(t, s.exec(t, "echo one; echo oops >&2; (exit 4)"))
 	mustOK(t, s.exec(t, "seq 1 3000"))
 	url := str(mustOK(t, s.srv.call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": s.name, "sessionToken": s.tok}))["monitoringUrl"])
-	typeOverWebSocket(t, url, "echo from-human\r")
+	typeOverWebSocket(t, url, "echo from-human\r", "\rfrom-human\r\n")
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) && s.exec(t, "true")["error"] != "user_activity_detected" {
 		time.Sleep(20 * time.Millisecond)
@@ -97,6 +107,13 @@ func TestHistoryPersisted(t *testing.T) {
 	if found != 3 {
 		t.Errorf("found %d of 3 commands in %d rows", found, len(rows))
 	}
+}
+
+func tail(s string) string {
+	if len(s) > 200 {
+		return "..." + s[len(s)-200:]
+	}
+	return s
 }
 
 func trunc(s string) string {
