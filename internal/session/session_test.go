@@ -75,8 +75,15 @@ func TestLeasesDestroyShellAndProcesses(t *testing.T) {
 			if !alive(pid) {
 				t.Fatalf("background pid %d not running", pid)
 			}
+			endings := func() int {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(ended)
+			}
+			// OnEnd runs after the shell is closed, a moment after the
+			// session leaves the registry: wait for both.
 			deadline := time.Now().Add(5 * time.Second)
-			for time.Now().Before(deadline) && m.Count() > 0 {
+			for time.Now().Before(deadline) && (m.Count() > 0 || endings() == 0) {
 				if tc.keepUp {
 					_, _ = s.Exec(ctx, "true", shell.ExecOptions{Timeout: time.Second})
 				}

@@ -392,7 +392,11 @@ func TestHumanPasswordPromptAndFullScreen(t *testing.T) {
 	steps := []struct {
 		keys, wait string
 	}{
-		{"read -s -p 'Password: ' pw; echo; echo got-${#pw}\r", "Password: "},
+		// The prompt itself, not its echo on the command line: keys typed
+		// before read switches the terminal back to canonical mode would sit
+		// there without their line ending (readline clears ICRNL), and read
+		// would wait for ever, as it would for a person typing that early.
+		{"read -s -p 'Password: ' pw; echo; echo got-${#pw}\r", "\rPassword: "},
 		{"hunter2\r", ""},
 	}
 	for _, st := range steps {
