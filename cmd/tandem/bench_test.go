@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/crypto/ssh"
 
@@ -59,7 +60,8 @@ func lightUser(b *testing.B) string {
 }
 
 // leanExec calls ssh_exec and decodes the reply once, as an agent would.
-func leanExec(b *testing.B, s sess, cmd string) string {
+// It returns the stdout and the reply, for codecTime.
+func leanExec(b *testing.B, s sess, cmd string) (string, *sdk.CallToolResult) {
 	res, err := s.srv.cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "ssh_exec",
 		Arguments: map[string]any{"sessionName": s.name, "sessionToken": s.tok, "command": cmd}})
 	if err != nil {
@@ -72,7 +74,33 @@ func leanExec(b *testing.B, s sess, cmd string) string {
 	if err := json.Unmarshal([]byte(res.Content[0].(*sdk.TextContent).Text), &r); err != nil || !r.Success {
 		b.Fatalf("%s: %v %s", cmd, err, res.Content[0].(*sdk.TextContent).Text)
 	}
-	return r.Result.Stdout
+	return r.Result.Stdout, res
+}
+
+// codecTime is the go-sdk's own JSON work on one reply, in this process,
+// with no tandem, pipe or shell involved: the server's encoding of the
+// result and of the JSON-RPC message, then the client's decoding of both.
+// It shows how much of the MCP figure belongs to the SDK.
+func codecTime(b *testing.B, res *sdk.CallToolResult) time.Duration {
+	id, _ := jsonrpc.MakeID(int64(1))
+	t0 := time.Now()
+	result, err := json.Marshal(res)
+	if err != nil {
+		b.Fatal(err)
+	}
+	wire, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Result: result})
+	if err != nil {
+		b.Fatal(err)
+	}
+	msg, err := jsonrpc.DecodeMessage(wire)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var back sdk.CallToolResult
+	if err := json.Unmarshal(msg.(*jsonrpc.Response).Result, &back); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(t0)
 }
 
 type latencies []time.Duration
@@ -146,13 +174,13 @@ func BenchmarkExecLatency(b *testing.B) {
 	var report strings.Builder
 	for i := 0; i < b.N; i++ {
 		report.Reset()
-		fmt.Fprintf(&report, "\n%-13s | %-21s | %-21s | %-17s | %s\n", "", "tandem over MCP", "tandem engine", "floor", "ratio to floor (p50)")
-		fmt.Fprintf(&report, "%-13s | %9s %9s | %9s %9s | %8s %8s | %6s %6s\n", "command", "p50", "p90", "p50", "p90", "p50", "p90", "mcp", "engine")
+		fmt.Fprintf(&report, "\n%-13s | %-21s | %-21s | %-17s | %-20s | %s\n", "", "tandem over MCP", "tandem engine", "floor", "ratio to floor (p50)", "go-sdk codec alone")
+		fmt.Fprintf(&report, "%-13s | %9s %9s | %9s %9s | %8s %8s | %6s %6s %6s | %9s %6s\n", "command", "p50", "p90", "p50", "p90", "p50", "p90", "mcp", "engine", "", "p50", "ratio")
 		for _, c := range cases {
-			var tl, el, fl latencies
+			var tl, el, fl, cl latencies
 			for j := 0; j < c.n+10; j++ {
 				t0 := time.Now()
-				got := leanExec(b, s, c.cmd)
+				got, res := leanExec(b, s, c.cmd)
 				t1 := time.Now()
 				rec, err := engine.Exec(context.Background(), c.cmd, shell.ExecOptions{})
 				t2 := time.Now()
@@ -163,11 +191,13 @@ func BenchmarkExecLatency(b *testing.B) {
 				}
 				if j >= 10 { // warm-up excluded
 					tl, el, fl = append(tl, t1.Sub(t0)), append(el, t2.Sub(t1)), append(fl, t3.Sub(t2))
+					cl = append(cl, codecTime(b, res))
 				}
 			}
-			ratio, eratio := float64(tl.pct(.5))/float64(fl.pct(.5)), float64(el.pct(.5))/float64(fl.pct(.5))
-			fmt.Fprintf(&report, "%-13s | %7.2fms %7.2fms | %7.2fms %7.2fms | %6.2fms %6.2fms | %5.2fx %5.2fx\n", c.cmd,
-				ms(tl.pct(.5)), ms(tl.pct(.9)), ms(el.pct(.5)), ms(el.pct(.9)), ms(fl.pct(.5)), ms(fl.pct(.9)), ratio, eratio)
+			f := float64(fl.pct(.5))
+			ratio, eratio, cratio := float64(tl.pct(.5))/f, float64(el.pct(.5))/f, float64(cl.pct(.5))/f
+			fmt.Fprintf(&report, "%-13s | %7.2fms %7.2fms | %7.2fms %7.2fms | %6.2fms %6.2fms | %5.2fx %5.2fx %6s | %7.2fms %5.2fx\n", c.cmd,
+				ms(tl.pct(.5)), ms(tl.pct(.9)), ms(el.pct(.5)), ms(el.pct(.9)), ms(fl.pct(.5)), ms(fl.pct(.9)), ratio, eratio, "", ms(cl.pct(.5)), cratio)
 			name := strings.Fields(c.cmd)[0]
 			b.ReportMetric(ms(tl.pct(.5)), name+"-p50-ms")
 			b.ReportMetric(ratio, name+"-ratio")

@@ -98,7 +98,7 @@ type Shell struct {
 	viewers    map[*viewer]struct{}
 	closed     bool
 	err        error
-	startOut   bytes.Buffer // output before the handshake, for error messages
+	startOut   bytes.Buffer // output before the first prompt, for error messages
 }
 
 // Start launches the integrated shell on conn and waits until it shows its
@@ -155,7 +155,13 @@ func (s *Shell) waitReady(ctx context.Context) error {
 		case s.relayErr != nil:
 			return fmt.Errorf("open relay: %w", s.relayErr)
 		case ctx.Err() != nil:
-			return fmt.Errorf("no prompt from the shell integration: %w", ctx.Err())
+			// Slow or prompting startup files are the usual cause: show
+			// where the shell got to.
+			err := fmt.Errorf("no prompt from the shell integration (are the login's startup files slow, or waiting for input?): %w", ctx.Err())
+			if out := term.StripString(s.startOut.String()); strings.TrimSpace(out) != "" {
+				return fmt.Errorf("%w; the shell printed: %q", err, lastBytes(out, 500))
+			}
+			return err
 		}
 		s.changed.Wait()
 	}
@@ -305,6 +311,12 @@ func (s *Shell) beforeHello(pre []byte) (rest, keep []byte, seen bool) {
 // preHello displays early output and keeps its tail for error messages.
 func (s *Shell) preHello(p []byte) {
 	s.display(p)
+	s.noteStart(p)
+}
+
+// noteStart keeps the tail of what the shell printed before its first
+// prompt, for Start's error messages.
+func (s *Shell) noteStart(p []byte) {
 	s.startOut.Write(p)
 	if s.startOut.Len() > 8<<10 {
 		tail := bytes.Clone(s.startOut.Bytes()[s.startOut.Len()-4<<10:])
@@ -316,6 +328,9 @@ func (s *Shell) preHello(p []byte) {
 // item handles one parsed piece of terminal output; s.mu is held.
 func (s *Shell) item(it term.Item) {
 	if it.Event == nil {
+		if !s.ready {
+			s.noteStart(it.Data)
+		}
 		if s.human != nil {
 			_, _ = s.human.plain.Write(it.Data)
 		}

@@ -235,6 +235,21 @@ func TestUserRCLoadsAndSurvivesStrictOptions(t *testing.T) {
 	}
 }
 
+// TestSlowStartupFilesNamed: when the user's rc never finishes, Start gives
+// up at its deadline and says where the shell got to.
+func TestSlowStartupFilesNamed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	sh, err := shell.Start(ctx, &ptyDialer{t: t, rc: "echo waiting-for-a-lock; sleep 30\n"}, nil)
+	if err == nil {
+		_ = sh.Close()
+		t.Fatal("Start succeeded")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "startup files") || !strings.Contains(msg, "waiting-for-a-lock") || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %q", msg)
+	}
+}
+
 func TestNonceNotVisibleToChildren(t *testing.T) {
 	h := start(t, &ptyDialer{t: t})
 	rec := h.exec(t, `cat /proc/$$/environ | tr '\0' '\n'; cat /proc/$$/cmdline; echo "$PS1"; env`)

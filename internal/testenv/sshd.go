@@ -47,6 +47,10 @@ type SSHDServer struct {
 	// KnownHostsFile is an empty file the test may use and fill.
 	KnownHostsFile string
 	HostPublicKey  ssh.PublicKey
+	// Home is the login's HOME, an empty directory of its own. The real
+	// user's startup files (pyenv and the like) are slow, and a shell
+	// killed mid-start can leave their locks behind for the next test.
+	Home string
 
 	cmd      *exec.Cmd
 	exited   chan struct{}
@@ -79,6 +83,10 @@ func SSHD(t testing.TB) *SSHDServer {
 		ClientKeyFile:  filepath.Join(dir, "id_ed25519"),
 		KnownHostsFile: filepath.Join(dir, "known_hosts"),
 		logFile:        filepath.Join(dir, "sshd.log"),
+		Home:           filepath.Join(dir, "home"),
+	}
+	if err := os.Mkdir(s.Home, 0o755); err != nil {
+		t.Fatalf("testenv: %v", err)
 	}
 	hostKey, hostSigner := newKey(t, "")
 	s.HostPublicKey = hostSigner.PublicKey()
@@ -133,9 +141,12 @@ LogLevel VERBOSE
 		filepath.Join(dir, "authorized_keys"), filepath.Join(dir, "sshd.pid"))
 	// OpenSSH 9.8 penalises clients that fail logins, which tests do on
 	// purpose; older versions reject the option, so probe with sshd -t.
-	writeFile(t, cfg, []byte(base+"PerSourcePenalties no\n"))
+	// SetEnv overrides the HOME sshd derives from the password database;
+	// other users (the benchmark's) keep their own.
+	home := fmt.Sprintf("Match User %s\n\tSetEnv HOME=%s\n", s.User, s.Home)
+	writeFile(t, cfg, []byte(base+"PerSourcePenalties no\n"+home))
 	if exec.Command(SSHDPath, "-t", "-f", cfg).Run() != nil {
-		writeFile(t, cfg, []byte(base))
+		writeFile(t, cfg, []byte(base+home))
 	}
 
 	logf, err := os.Create(s.logFile)
@@ -279,6 +290,7 @@ type PasswordServer struct {
 	Passphrase     string
 	KnownHostsFile string // an empty file the test may use
 	HostPublicKey  ssh.PublicKey
+	Home           string // the sessions' HOME, as SSHDServer.Home
 }
 
 // PasswordSSHD starts a PasswordServer for t on 127.0.0.1:0. methods limits
@@ -292,6 +304,7 @@ func PasswordSSHD(t testing.TB, user, password string, methods ...string) *Passw
 		Host: "127.0.0.1", User: user, Password: password,
 		Passphrase:     hex.EncodeToString(secret[:]),
 		KnownHostsFile: filepath.Join(t.TempDir(), "known_hosts"),
+		Home:           t.TempDir(),
 	}
 	writeFile(t, p.KnownHostsFile, nil)
 	_, hostSigner := newKey(t, "")
@@ -324,7 +337,7 @@ func PasswordSSHD(t testing.TB, user, password string, methods ...string) *Passw
 		handlers.Add(1)
 		mu.Unlock()
 		defer handlers.Done()
-		runSession(s)
+		runSession(s, p.Home)
 	}}
 	srv.AddHostKey(hostSigner)
 	ok := func(ctx gssh.Context, got string) bool {
@@ -363,16 +376,19 @@ func PasswordSSHD(t testing.TB, user, password string, methods ...string) *Passw
 	return p
 }
 
-// runSession runs one exec request: in a PTY with window changes when the
-// client asked for one, else on plain pipes with stderr kept apart.
-func runSession(s gssh.Session) {
+// runSession runs one exec request with HOME set to home: in a PTY with
+// window changes when the client asked for one, else on plain pipes with
+// stderr kept apart.
+func runSession(s gssh.Session, home string) {
 	cmd := exec.Command("/bin/sh", "-c", s.RawCommand())
+	cmd.Env = append(os.Environ(), "HOME="+home)
+	cmd.Dir = home
 	ptyReq, winCh, isPty := s.Pty()
 	var tty *os.File
 	var in io.WriteCloser
 	var err error
 	if isPty {
-		cmd.Env = append(os.Environ(), "TERM="+ptyReq.Term)
+		cmd.Env = append(cmd.Env, "TERM="+ptyReq.Term)
 		tty, err = pty.StartWithSize(cmd, &pty.Winsize{Rows: uint16(ptyReq.Window.Height), Cols: uint16(ptyReq.Window.Width)})
 		in = tty
 	} else {

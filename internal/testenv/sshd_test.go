@@ -108,6 +108,35 @@ func TestSSHDKillEndsEveryProcess(t *testing.T) {
 	}
 }
 
+// TestPrivateHome: logins get a HOME of their own, so the machine user's
+// startup files never reach a test's shell.
+func TestPrivateHome(t *testing.T) {
+	t.Parallel()
+	real, _ := os.UserHomeDir()
+	d := testenv.SSHD(t)
+	signer, err := ssh.ParsePrivateKey(d.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testenv.PasswordSSHD(t, "carol", "pw", "password")
+	for _, tc := range []struct {
+		name, addr, user, home string
+		hostKey               ssh.PublicKey
+		auth                  ssh.AuthMethod
+	}{
+		{"sshd", d.Addr, d.User, d.Home, d.HostPublicKey, ssh.PublicKeys(signer)},
+		{"password server", p.Addr, "carol", p.Home, p.HostPublicKey, ssh.Password("pw")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dial(t, tc.addr, tc.user, tc.hostKey, tc.auth)
+			out, _ := run(t, c, `echo "$HOME"; bash -ic 'echo "~=$(cd ~ && pwd)"' 2>/dev/null`)
+			if want := tc.home + "\n~=" + tc.home + "\n"; out != want || tc.home == "" || tc.home == real {
+				t.Errorf("got %q, want %q (the user's real home is %q)", out, want, real)
+			}
+		})
+	}
+}
+
 func TestPasswordSSHD(t *testing.T) {
 	t.Parallel()
 	srv := testenv.PasswordSSHD(t, "alice", "s3cret")
