@@ -121,8 +121,8 @@ func TestPrivateHome(t *testing.T) {
 	p := testenv.PasswordSSHD(t, "carol", "pw", "password")
 	for _, tc := range []struct {
 		name, addr, user, home string
-		hostKey               ssh.PublicKey
-		auth                  ssh.AuthMethod
+		hostKey                ssh.PublicKey
+		auth                   ssh.AuthMethod
 	}{
 		{"sshd", d.Addr, d.User, d.Home, d.HostPublicKey, ssh.PublicKeys(signer)},
 		{"password server", p.Addr, "carol", p.Home, p.HostPublicKey, ssh.Password("pw")},
