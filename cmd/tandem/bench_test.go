@@ -82,7 +82,10 @@ func leanExec(b *testing.B, s sess, cmd string) (string, *sdk.CallToolResult) {
 // result and of the JSON-RPC message, then the client's decoding of both.
 // It shows how much of the MCP figure belongs to the SDK.
 func codecTime(b *testing.B, res *sdk.CallToolResult) time.Duration {
-	id, _ := jsonrpc.MakeID(int64(1))
+	id, err := jsonrpc.MakeID(float64(1)) // a number, as decoded from JSON
+	if err != nil {
+		b.Fatal(err)
+	}
 	t0 := time.Now()
 	result, err := json.Marshal(res)
 	if err != nil {
