@@ -1,7 +1,7 @@
 # tandem: the README's commands. Everything here is plain go tooling.
 GO ?= go
 
-.PHONY: build run test lint bench fuzz deps
+.PHONY: build run test race lint bench fuzz deps
 
 build:
 	$(GO) build -o bin/tandem ./cmd/tandem
@@ -15,6 +15,10 @@ run:
 test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
+
+# The race detector needs cgo and a C compiler (gcc).
+race:
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 lint:
 	test -z "$$(gofmt -l .)"

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tandem-sh/tandem/internal/mcptest"
 	"github.com/tandem-sh/tandem/internal/sandbox"
+	"github.com/tandem-sh/tandem/internal/testenv"
 )
 
 // binary is the tandem binary built once for the package's tests.
@@ -106,6 +107,19 @@ func startServer(t testing.TB, o serverOpts) *server {
 		}
 	})
 	return s
+}
+
+// waitExit returns once tandem has exited, failing t after timeout. The
+// SDK's transport owns cmd.Wait, so this watches the process instead.
+func (s *server) waitExit(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for testenv.Running(s.cmd.Process.Pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("tandem (pid %d) still running after %v", s.cmd.Process.Pid, timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (s *server) log() string {

@@ -58,8 +58,7 @@ func TestHistoryPersisted(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	mustOK(t, s.srv.call(t, "ssh_disconnect", map[string]any{"sessionName": s.name, "sessionToken": s.tok}))
-	_ = s.srv.cs.Close()
-	_ = s.srv.cmd.Wait()
+	_ = s.srv.cs.Close() // closes stdin and waits for the process
 
 	st, err := store.Open(context.Background(), s.srv.dataDir)
 	if err != nil {

@@ -77,7 +77,7 @@ func TestRestartStory(t *testing.T) {
 	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_ = a.cmd.Wait()
+	a.waitExit(t, 10*time.Second)
 
 	b := startServer(t, serverOpts{home: home})
 	e := wantError(t, b.call(t, "ssh_exec", map[string]any{"sessionName": "old", "sessionToken": tok, "command": "echo ghost"}), "session_ended")
@@ -165,7 +165,7 @@ func TestKill9MidBurst(t *testing.T) {
 		}
 		acked++
 	}
-	_ = a.cmd.Wait()
+	a.waitExit(t, 10*time.Second)
 	if acked < 10 {
 		t.Fatalf("only %d calls before the kill; the burst did not happen", acked)
 	}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/tandem-sh/tandem/internal/testenv"
 )
@@ -54,13 +53,9 @@ func TestSecretsNeverReachDisk(t *testing.T) {
 	wantError(t, srv.call(t, "ssh_connect", with(map[string]any{"name": "wrong", "password": pw + "-wrong"})), "auth_failed")
 
 	// Stop tandem cleanly so everything it buffers is on disk.
-	_ = srv.cs.Close()
-	done := make(chan struct{})
-	go func() { _ = srv.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		t.Fatal("tandem did not exit after its client left")
+	_ = srv.cs.Close() // closes stdin and waits for the process
+	if ps := srv.cmd.ProcessState; ps == nil || !ps.Success() {
+		t.Fatalf("tandem did not exit cleanly: %v", ps)
 	}
 
 	needles := append([]string{pw, ps.Passphrase}, tokens...)

@@ -13,6 +13,7 @@ import (
 	"github.com/tandem-sh/tandem/internal/session"
 	"github.com/tandem-sh/tandem/internal/shell"
 	"github.com/tandem-sh/tandem/internal/shell/local"
+	"github.com/tandem-sh/tandem/internal/testenv"
 )
 
 var alice = session.Caller{Tenant: "t1", ID: "alice"}
@@ -31,16 +32,6 @@ func create(t *testing.T, m *session.Manager, c session.Caller, name string) (*s
 		t.Fatal(err)
 	}
 	return s, tok
-}
-
-// alive reports whether pid runs; a zombie awaiting its reaper is dead.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }
 
 func TestLeasesDestroyShellAndProcesses(t *testing.T) {
@@ -72,7 +63,7 @@ func TestLeasesDestroyShellAndProcesses(t *testing.T) {
 				t.Fatal(err)
 			}
 			pid, _ := strconv.Atoi(strings.TrimSpace(rec.Stdout.String()))
-			if !alive(pid) {
+			if !testenv.Running(pid) {
 				t.Fatalf("background pid %d not running", pid)
 			}
 			endings := func() int {
@@ -95,10 +86,10 @@ func TestLeasesDestroyShellAndProcesses(t *testing.T) {
 			if m.Count() != 0 || len(got) != 1 || got[0] != tc.reason {
 				t.Fatalf("after the lease: %d live, ended %v, want [%s]", m.Count(), got, tc.reason)
 			}
-			for i := 0; i < 50 && alive(pid); i++ {
+			for i := 0; i < 50 && testenv.Running(pid); i++ {
 				time.Sleep(20 * time.Millisecond)
 			}
-			if alive(pid) {
+			if testenv.Running(pid) {
 				t.Errorf("process %d outlived its session", pid)
 			}
 			var ee *session.EndedError

@@ -228,14 +228,15 @@ func killProcessTree(pid int) {
 	// kill(2) only queues the signal: wait until every process is dead.
 	deadline := time.Now().Add(10 * time.Second)
 	for p := range stopped {
-		for running(p) && time.Now().Before(deadline) {
+		for Running(p) && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
 }
 
-// running reports whether pid exists and is not a zombie.
-func running(pid int) bool {
+// Running reports whether pid exists and is not a zombie. Tests use it to
+// see a process die without calling Wait, which its owner may be doing.
+func Running(pid int) bool {
 	f := procStat(pid)
 	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }

@@ -44,16 +44,6 @@ func run(t *testing.T, c *ssh.Client, cmd string) (stdout, stderr string) {
 	return o.String(), e.String()
 }
 
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
-}
-
 func TestSSHDKillEndsEveryProcess(t *testing.T) {
 	srv := testenv.SSHD(t)
 	signer, err := ssh.ParsePrivateKey(srv.ClientKey)
@@ -87,13 +77,13 @@ func TestSSHDKillEndsEveryProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(line[:n])))
-	if err != nil || !alive(pid) {
+	if err != nil || !testenv.Running(pid) {
 		t.Fatalf("sleep pid %q: %v", line[:n], err)
 	}
 
 	srv.Kill()
 	srv.Kill() // idempotent
-	if alive(pid) {
+	if testenv.Running(pid) {
 		t.Errorf("sleep %d survived Kill", pid)
 	}
 	if conn, err := net.DialTimeout("tcp", srv.Addr, time.Second); err == nil {
