@@ -55,6 +55,9 @@ type serverOpts struct {
 	logLevel string // default debug, for failure logs
 	config   string // tandem.yaml content, if any
 	env      []string
+	// fileSizeKB, if set, caps every file tandem writes (RLIMIT_FSIZE):
+	// writes past it fail as they would on a full disk.
+	fileSizeKB int
 }
 
 // startServer spawns the built binary over stdio, the way MCP clients do.
@@ -80,6 +83,10 @@ func startServer(t testing.TB, o serverOpts) *server {
 		args = append(args, "--config", p)
 	}
 	cmd := exec.Command(binary, args...)
+	if o.fileSizeKB > 0 {
+		// sh execs tandem in place, so the pid and stdio stay tandem's.
+		cmd = exec.Command("/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -f %d && exec "$0" "$@"`, o.fileSizeKB), binary}, args...)...)
+	}
 	cmd.Dir = o.dir
 	cmd.Env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "USER=" + os.Getenv("USER")}, o.env...)
 	errf, err := os.CreateTemp(home, "stderr-*.log")

@@ -14,6 +14,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tandem-sh/tandem/internal/mcptest"
 	"github.com/tandem-sh/tandem/internal/testenv"
 )
 
@@ -81,6 +82,37 @@ func TestHugeOutputComplete(t *testing.T) {
 				t.Fatalf("resource differs: %d bytes, want %d", len(got), want.Len())
 			}
 		})
+	}
+}
+
+// TestDiskFullDuringOutput: when the disk fills while a command's output is
+// spooled, the agent is told how much is missing, keeps what was captured,
+// and the session, the audit log and the next command carry on.
+func TestDiskFullDuringOutput(t *testing.T) {
+	var want bytes.Buffer
+	for i := 1; i <= 1000000; i++ {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	s := localSession(t, serverOpts{fileSizeKB: 2048, config: "targets:\n  - {name: local, kind: local, workspace: .}\nlimits:\n  inlineOutputBytes: 4096\n"})
+	res := result(t, s.exec(t, "seq 1 1000000"))
+	sr, _ := res["stdoutResource"].(map[string]any)
+	if res["exitCode"] != 0.0 || res["stdoutTruncated"] != true || sr == nil {
+		t.Fatalf("reply: %v", mcptest.Short(res))
+	}
+	kept := int(sr["bytes"].(float64))
+	msg := str(res["stdoutError"])
+	lost := want.Len() - kept
+	if kept <= 4096 || kept > 2048<<10 || !strings.Contains(msg, fmt.Sprintf("%d bytes of stdout after the first %d were lost", lost, kept)) || !strings.Contains(msg, "Free space") {
+		t.Fatalf("kept %d of %d bytes; stdoutError %q", kept, want.Len(), msg)
+	}
+	if got := readAll(t, s.srv.cs, sr); !bytes.Equal(got, want.Bytes()[:kept]) {
+		t.Errorf("the kept output is not the start of the real output (%d bytes)", len(got))
+	}
+	if r := result(t, s.exec(t, "echo still-here")); r["stdout"] != "still-here\n" || r["stdoutError"] != nil {
+		t.Errorf("the next command: %v", r)
+	}
+	if out, err := tandemCLI(t, "audit", "verify", "--data-dir", s.srv.dataDir); err != nil {
+		t.Errorf("audit verify: %v\n%s", err, out)
 	}
 }
 

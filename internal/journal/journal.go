@@ -146,6 +146,10 @@ func (j *Journal) write() {
 		if err := errors.Join(err1, err2); err != nil {
 			j.log.Error("journal: spool output", "command", rec.ID, "err", err)
 		}
+		if lost := rec.Stdout.Lost() + rec.Stderr.Lost(); lost > 0 {
+			// The row counts the bytes kept; the log says how many are not.
+			j.log.Error("journal: output cut short", "command", rec.ID, "lost_bytes", lost)
+		}
 		row := store.CommandRow{
 			ID: rec.ID, SessionID: c.s.ID, Source: rec.Source, Command: rec.Command, Cwd: rec.Cwd,
 			StartedAt: rec.Started, DurationMs: rec.Duration.Milliseconds(),

@@ -57,7 +57,15 @@ func (s *Server) result(c session.Caller, rec shell.Record) reply {
 
 // stream puts one stream into r: inline up to the limit, else the head
 // inline plus name+"Resource" from which the caller can read all of it.
+//
+// If tandem could not keep every byte (a full disk), name+"Error" says how
+// many bytes are missing: what the reply and the resource hold is the
+// output up to the failure.
 func (s *Server) stream(r reply, c session.Caller, id, name string, f *spool.File) {
+	if lost := f.Lost(); lost > 0 {
+		s.log.Error("output lost", "command", id, "stream", name, "bytes", lost, "err", f.Err())
+		r[name+"Error"] = fmt.Sprintf("%d bytes of %s after the first %d were lost: %v. Free space under tandem's data directory and run the command again.", lost, name, f.Size(), f.Err())
+	}
 	limit := s.deps.InlineOutputBytes
 	size := f.Size()
 	if size <= int64(limit) {
@@ -70,7 +78,9 @@ func (s *Server) stream(r reply, c session.Caller, id, name string, f *spool.Fil
 	path, err := f.Persist()
 	if err != nil {
 		s.log.Error("spool output", "command", id, "err", err)
-		r[name+"Error"] = "the full output could not be kept: " + err.Error()
+		if _, said := r[name+"Error"]; !said {
+			r[name+"Error"] = "the full output could not be kept: " + err.Error()
+		}
 		return
 	}
 	uri := s.outputs.add(c, id, name, path, size)

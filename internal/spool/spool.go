@@ -113,10 +113,12 @@ func (f *File) spill() error {
 
 func (f *File) path() string { return filepath.Join(f.dir.Path, f.name) }
 
-// Persist makes sure the whole stream is in its file (small streams live
-// in memory until then) and returns its path. It is meant for after the
-// command, off the reply's path; it does not fsync (the audit log, not the
-// spool, is what must survive a crash).
+// Persist makes sure the stream is in its file (small streams live in
+// memory until then) and returns its path. It fails only when no file
+// exists; a file cut short by a failed write is returned, with Lost and
+// Err saying what it misses. It is meant for after the command, off the
+// reply's path; it does not fsync (the audit log, not the spool, is what
+// must survive a crash).
 func (f *File) Persist() (string, error) {
 	if f == nil {
 		return "", nil
@@ -126,12 +128,16 @@ func (f *File) Persist() (string, error) {
 	if f.dir == nil {
 		return "", errors.New("spool: no directory")
 	}
-	if !f.spilled && f.err == nil {
+	if !f.spilled {
+		if f.err != nil {
+			return "", f.err
+		}
 		if err := f.spill(); err != nil {
 			f.err = err
+			return "", err
 		}
 	}
-	return f.path(), f.err
+	return f.path(), nil
 }
 
 // Close ends writing and releases the file descriptor; the data stays

@@ -71,6 +71,23 @@ func TestDiskErrorIsKeptNotFatal(t *testing.T) {
 	}
 }
 
+// TestCutShortStillPersists: a write that fails after the spill (a full
+// disk) keeps what reached the file readable, and says what is missing.
+func TestCutShortStillPersists(t *testing.T) {
+	f := (&spool.Dir{Path: t.TempDir(), Inline: 4}).New("cut")
+	_, _ = f.Write([]byte("0123456789")) // spilled: 10 bytes on disk
+	_ = f.Close()                        // the next write fails, as on a full disk
+	_, _ = f.Write([]byte("abcdef"))
+	p, err := f.Persist()
+	if err != nil {
+		t.Fatalf("persist: %v", err)
+	}
+	b, _ := os.ReadFile(p)
+	if string(b) != "0123456789" || f.Size() != 10 || f.Lost() != 6 || f.Err() == nil {
+		t.Errorf("file %q size %d lost %d err %v", b, f.Size(), f.Lost(), f.Err())
+	}
+}
+
 func TestNilIsEmpty(t *testing.T) {
 	var f *spool.File
 	if f.Size() != 0 || f.String() != "" || f.Spilled() || f.Close() != nil {
