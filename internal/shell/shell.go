@@ -147,25 +147,25 @@ func (s *Shell) waitReady(ctx context.Context) error {
 	for !s.ready {
 		switch {
 		case s.err != nil:
-			out := term.StripString(s.startOut.String())
-			if out != "" {
-				return fmt.Errorf("%w; the shell printed: %q", s.err, lastBytes(out, 500))
-			}
-			return s.err
+			return s.withStartOut(s.err)
 		case s.relayErr != nil:
 			return fmt.Errorf("open relay: %w", s.relayErr)
 		case ctx.Err() != nil:
-			// Slow or prompting startup files are the usual cause: show
-			// where the shell got to.
-			err := fmt.Errorf("no prompt from the shell integration (are the login's startup files slow, or waiting for input?): %w", ctx.Err())
-			if out := term.StripString(s.startOut.String()); strings.TrimSpace(out) != "" {
-				return fmt.Errorf("%w; the shell printed: %q", err, lastBytes(out, 500))
-			}
-			return err
+			// Slow or prompting startup files are the usual cause.
+			return s.withStartOut(fmt.Errorf("no prompt from the shell integration (are the login's startup files slow, or waiting for input?): %w", ctx.Err()))
 		}
 		s.changed.Wait()
 	}
 	return nil
+}
+
+// withStartOut adds what the shell printed before failing to start, so the
+// user sees where it got to; s.mu is held.
+func (s *Shell) withStartOut(err error) error {
+	if out := term.StripString(s.startOut.String()); strings.TrimSpace(out) != "" {
+		return fmt.Errorf("%w; the shell printed: %q", err, lastBytes(out, 500))
+	}
+	return err
 }
 
 func (s *Shell) wake() {
