@@ -1,14 +1,29 @@
 package shell
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+)
+
+// Defaults owned here; callers pass zero to get them.
+const (
+	// DefaultExecTimeout bounds an Exec whose options name no timeout.
+	DefaultExecTimeout = 120 * time.Second
+	// DefaultCancelGrace is the wait between Ctrl-C, SIGTERM and SIGKILL.
+	DefaultCancelGrace = 2 * time.Second
+	// MaxCommandBytes is the largest command Exec accepts. A heredoc that
+	// writes a file is normal agent work, so it is generous; beyond it the
+	// line editor's redraw of the line gets slow.
+	MaxCommandBytes = 1 << 20
+	// relayDrainWait bounds the wait for a dead shell's last output.
+	relayDrainWait = time.Second
+	// stageTimeout bounds the shell's confirmation of a staged line.
+	stageTimeout = 5 * time.Second
 )
 
 // BusyError says why the shell cannot take an agent command now.
@@ -36,9 +51,19 @@ func (e *TimeoutError) Error() string {
 // ErrNotRunning is returned by Cancel when no agent command is running.
 var ErrNotRunning = errors.New("no agent command is running")
 
+// ErrInvalidCommand wraps every refusal of a command's text (a NUL byte,
+// too large): the caller's input is wrong, not the shell.
+var ErrInvalidCommand = errors.New("invalid command")
+
+// ErrCaptureFailed says the shell ran, or may have run, the agent's line
+// but tandem could not capture its result: the reply must say so rather
+// than report an empty success.
+var ErrCaptureFailed = errors.New("output capture failed")
+
 // ExecOptions tunes one Exec call.
 type ExecOptions struct {
-	// Timeout bounds the wait for the command; zero means 120 s.
+	// Timeout bounds the whole call, staging included; zero means
+	// DefaultExecTimeout.
 	Timeout time.Duration
 	// Admit, if set, runs with the shell's lock held just before the command
 	// is staged, so that no human command can finish between the caller's
@@ -50,64 +75,110 @@ type ExecOptions struct {
 	OnOutput func(stream int, p []byte)
 }
 
-// stageTimeout bounds the wait for the shell to accept a staged line.
-const stageTimeout = 5 * time.Second
+// phase is where one agent command stands; it only moves forward.
+type phase int
+
+const (
+	phaseClaimed  phase = iota // the shell is reserved; no key pressed yet
+	phaseStaging               // stage key pressed; the shell asks, reads, stages
+	phaseAccepted              // the shell holds the line; accept key pressed
+	phaseDone                  // both relay streams ended; the record is final
+)
+
+// streamState is where one relay stream stands for the current command.
+type streamState int
+
+const (
+	streamWaiting streamState = iota // no begin mark for this command yet
+	streamEcho                       // stderr: readline's redraw, display only
+	streamCapture                    // the command's own output
+	streamClosed                     // end mark seen
+)
 
 type agentRun struct {
-	rec       Record
-	stagedAt  time.Time
-	reply     string // staged, busy or stagefail
-	busyLine  string
-	staged    bool // the shell took the line; held input is released
-	preempted bool // a human command started before the line was staged
-	redrawn   bool
-	begun     bool
-	ended     bool
-	cwdSeen   bool
-	relayEnds int
-	capturing [2]bool
-	early     []byte
-	done      bool
-	onOutput  func(stream int, p []byte)
+	rec        Record
+	phase      phase
+	sent       bool // the record went to the shell's "in" FIFO
+	reply      string
+	busyLine   string
+	preempt    bool // a human command started before the line was staged
+	streams    [2]streamState
+	echoTail   []byte // stderr echo since the last B mark (syntax errors)
+	hooks      bool   // the prompt came back without tandem's hooks
+	incomplete bool   // bash asked for a continuation line
+	onOutput   func(stream int, p []byte)
 }
 
-func (a *agentRun) relayDone() bool { return a.relayEnds >= 2 }
-
 // Exec runs command in the shared shell, typed at the prompt so the human
-// sees it, with stdout and stderr captured separately and exactly.
+// sees it, with stdout and stderr captured separately and exactly. If ctx
+// ends while the command runs, the command is interrupted as by Cancel and
+// the error wraps ctx's.
 func (s *Shell) Exec(ctx context.Context, command string, o ExecOptions) (Record, error) {
 	if o.Timeout <= 0 {
-		o.Timeout = 120 * time.Second
+		o.Timeout = DefaultExecTimeout
 	}
-	if strings.IndexByte(command, 0) >= 0 {
-		return Record{}, errors.New("exec: command contains a NUL byte")
+	if i := strings.IndexByte(command, 0); i >= 0 {
+		return Record{}, fmt.Errorf("exec: %w: the command contains a NUL byte at offset %d; shell commands cannot carry NUL, write such data with printf '\\0'", ErrInvalidCommand, i)
 	}
+	if len(command) > MaxCommandBytes {
+		return Record{}, fmt.Errorf("exec: %w: the command is %d bytes, over the limit of %d; write large content to a file in smaller pieces", ErrInvalidCommand, len(command), MaxCommandBytes)
+	}
+	deadline := time.Now().Add(o.Timeout)
 	a, err := s.claim(ctx, command, o)
 	if err != nil {
 		return Record{}, err
 	}
-	if err := s.stage(ctx, a, command); err != nil {
+	if err := s.stage(ctx, a, min(stageTimeout, o.Timeout)); err != nil {
 		return Record{}, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	err = s.waitUntil(ctx, o.Timeout, func() bool { return a.done })
+	err = s.waitUntil(ctx, time.Until(deadline), func() bool { return a.phase == phaseDone })
+	if err != nil && s.err != nil {
+		// The shell is gone; what it wrote before is still in the relay.
+		s.waitRelayDrained()
+	}
+	rec := a.partial()
+	s.mu.Unlock()
 	switch {
 	case err == nil:
-		return a.rec, nil
-	case errors.Is(err, errDeadline) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-		p := a.rec // the streams keep filling while the command runs
-		if !a.begun {
-			p.Started = a.stagedAt
+		if a.hooks {
+			return rec, fmt.Errorf("exec: %w: the prompt came back without tandem's PROMPT_COMMAND hook (was PROMPT_COMMAND unset or replaced by an array?); the exit code is unknown", ErrCaptureFailed)
 		}
-		p.Duration = time.Since(p.Started)
-		if errors.Is(err, errDeadline) {
-			return p, &TimeoutError{Partial: p}
+		return rec, nil
+	case errors.Is(err, errDeadline):
+		return rec, &TimeoutError{Partial: rec}
+	case ctx.Err() != nil:
+		// The caller is gone: never leave its command running unseen.
+		ictx, cancel := context.WithTimeout(context.Background(), 4*DefaultCancelGrace)
+		defer cancel()
+		if r, cerr := s.Cancel(ictx, 0); cerr == nil {
+			rec = r
 		}
-		return p, fmt.Errorf("exec: %w", err)
+		return rec, fmt.Errorf("exec: interrupted: %w", ctx.Err())
 	default:
-		return Record{}, fmt.Errorf("exec: %w", err)
+		return rec, fmt.Errorf("exec: %w", err)
 	}
+}
+
+// waitRelayDrained waits, bounded, until both relay streams were read to
+// their end; s.mu is held.
+func (s *Shell) waitRelayDrained() {
+	deadline := time.Now().Add(relayDrainWait)
+	t := time.AfterFunc(relayDrainWait, s.wake)
+	defer t.Stop()
+	for s.relayEOF < 2 && time.Now().Before(deadline) {
+		s.changed.Wait()
+	}
+}
+
+// partial is the record as it stands; s.mu is held. The streams keep
+// filling while the command runs.
+func (a *agentRun) partial() Record {
+	p := a.rec
+	if a.phase < phaseDone {
+		p.Duration = time.Since(p.Started)
+	}
+	return p
 }
 
 // claim reserves the shell for one agent command.
@@ -139,61 +210,56 @@ func (s *Shell) claim(ctx context.Context, command string, o ExecOptions) (*agen
 	}
 	id := newCommandID()
 	a := &agentRun{
-		rec: Record{ID: id, Source: "agent", Command: command,
+		rec: Record{ID: id, Source: "agent", Command: command, Started: time.Now(),
 			Stdout: s.opts.Spool.New(id + ".stdout"), Stderr: s.opts.Spool.New(id + ".stderr")},
-		stagedAt: time.Now(), onOutput: o.OnOutput,
+		onOutput: o.OnOutput,
 	}
 	s.agent = a
 	return a, nil
 }
 
-// stage hands the line to the shell through the relay and the stage key,
-// then presses the accept key once the shell confirms.
-func (s *Shell) stage(ctx context.Context, a *agentRun, command string) error {
-	release := func() {
-		s.mu.Lock()
-		if s.agent == a {
-			s.agent = nil
-		}
-		held := s.takeHeld()
-		s.mu.Unlock()
-		if len(held) > 0 {
-			_, _ = s.writePTY(held)
-		}
-	}
+// stage presses the stage key; the shell asks for the line ("want"), which
+// want answers from the relay writer; once the shell confirms "staged",
+// stage presses the accept key. Viewer input is held from the claim until
+// the accept key is written, so it can never merge into the agent's line.
+func (s *Shell) stage(ctx context.Context, a *agentRun, limit time.Duration) error {
+	s.writeMu.Lock()
 	s.mu.Lock()
-	relay := s.relay
+	a.phase = phaseStaging
 	s.mu.Unlock()
-	if _, err := relay.Stage.Write([]byte(a.rec.ID + "\n" + command + "\x00")); err != nil {
-		release()
-		return fmt.Errorf("exec: stage: %w", err)
-	}
-	if _, err := s.writePTY([]byte(keyStage)); err != nil {
-		release()
+	_, err := s.conn.Write([]byte(keyStage))
+	s.writeMu.Unlock()
+	if err != nil {
+		s.abandon(a)
 		return fmt.Errorf("exec: stage: %w", err)
 	}
 	s.mu.Lock()
-	err := s.waitUntil(ctx, stageTimeout, func() bool { return a.reply != "" || a.preempted })
-	reply, line, preempted := a.reply, a.busyLine, a.preempted
+	err = s.waitUntil(ctx, limit, func() bool { return a.reply != "" || a.preempt })
+	reply, line, preempt := a.reply, a.busyLine, a.preempt
 	s.mu.Unlock()
 	switch {
-	case preempted:
-		release()
+	case preempt:
+		s.abandon(a)
 		return &BusyError{Reason: "a command the human started is still running"}
+	case errors.Is(err, errDeadline):
+		s.abandon(a)
+		return fmt.Errorf("exec: the shell did not take the command within %s (is the shell stuck in a key binding or slow PROMPT_COMMAND?)", limit)
 	case err != nil:
-		release()
-		return fmt.Errorf("exec: the shell did not take the command: %w", err)
+		s.abandon(a)
+		return fmt.Errorf("exec: %w", err)
 	case reply == "busy":
-		release()
+		s.abandon(a)
 		return &BusyError{Reason: "the human has typed a partial command line", Line: line}
 	case reply != "staged":
-		release()
-		return errors.New("exec: the shell could not read the staged command")
+		s.abandon(a)
+		return fmt.Errorf("exec: %w: the shell could not read the staged command", ErrCaptureFailed)
 	}
 	// Accept, then whatever the human typed meanwhile, in that order.
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.mu.Lock()
+	a.phase = phaseAccepted
+	a.rec.Started = time.Now()
 	held := s.takeHeld()
 	s.mu.Unlock()
 	if _, err := s.conn.Write(append([]byte(keyAccept), held...)); err != nil {
@@ -202,10 +268,35 @@ func (s *Shell) stage(ctx context.Context, a *agentRun, command string) error {
 	return nil
 }
 
-// takeHeld returns and clears the held human input; s.mu is held.
+// abandon gives up a run that never reached the accept key and releases
+// the input held for it. A line the shell staged anyway is unstaged when
+// its "staged" mark arrives (see private).
+func (s *Shell) abandon(a *agentRun) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	s.mu.Lock()
+	if s.agent == a {
+		s.agent = nil
+		_ = a.rec.Stdout.Close()
+		_ = a.rec.Stderr.Close()
+	}
+	held := s.takeHeld()
+	s.changed.Broadcast()
+	s.mu.Unlock()
+	if len(held) > 0 {
+		_, _ = s.conn.Write(held)
+	}
+}
+
+// takeHeld returns and clears the held human input, crediting its Enter
+// keys; s.mu is held.
 func (s *Shell) takeHeld() []byte {
-	b := bytes.Join(s.held, nil)
+	var b []byte
+	for _, p := range s.held {
+		b = append(b, p...)
+	}
 	s.held = nil
+	s.creditEnters(b)
 	return b
 }
 
@@ -234,10 +325,11 @@ func (s *Shell) waitUntil(ctx context.Context, d time.Duration, cond func() bool
 }
 
 // Cancel interrupts the running agent command: Ctrl-C first, then SIGTERM
-// and SIGKILL to the terminal's foreground process group, grace apart.
+// and SIGKILL to the terminal's foreground process group, grace apart
+// (zero means DefaultCancelGrace).
 func (s *Shell) Cancel(ctx context.Context, grace time.Duration) (Record, error) {
 	if grace <= 0 {
-		grace = 2 * time.Second
+		grace = DefaultCancelGrace
 	}
 	s.mu.Lock()
 	a := s.agent
@@ -257,8 +349,8 @@ func (s *Shell) Cancel(ctx context.Context, grace time.Duration) (Record, error)
 			return Record{}, fmt.Errorf("cancel: %w", err)
 		}
 		s.mu.Lock()
-		err := s.waitUntil(ctx, grace, func() bool { return a.done })
-		rec := a.rec
+		err := s.waitUntil(ctx, grace, func() bool { return a.phase == phaseDone || s.agent != a })
+		rec := a.partial()
 		s.mu.Unlock()
 		if err == nil {
 			return rec, nil
@@ -270,126 +362,19 @@ func (s *Shell) Cancel(ctx context.Context, grace time.Duration) (Record, error)
 	return Record{}, errors.New("cancel: the command survived SIGKILL")
 }
 
-// Input types human keystrokes into the terminal. While an agent line is
-// being staged the keystrokes are held and sent right after it.
-func (s *Shell) Input(ctx context.Context, p []byte) error {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	s.mu.Lock()
-	if s.err != nil {
-		err := s.err
-		s.mu.Unlock()
-		return err
+// want answers the shell's request for the staged line; s.mu is held. It
+// runs on the terminal reader, so the write goes to the relay writer.
+func (s *Shell) want() {
+	a := s.agent
+	rec := []byte("- 0\n") // nothing wanted any more: the shell stages nothing
+	if a != nil && a.phase == phaseStaging && !a.sent {
+		a.sent = true
+		rec = append([]byte(a.rec.ID+" "+strconv.Itoa(len(a.rec.Command))+"\n"), a.rec.Command...)
 	}
-	if s.opts.Input != nil {
-		s.opts.Input(p)
-	}
-	// A submitted line leaves the prompt; a half-typed one is the stage
-	// function's to notice (it sees readline's buffer).
-	if s.atPrompt && s.agent == nil && bytes.ContainsAny(p, "\r\n\x03\x04") {
-		s.atPrompt = false
-	}
-	if a := s.agent; a != nil && !a.staged {
-		s.held = append(s.held, bytes.Clone(p))
-		s.mu.Unlock()
-		return nil
-	}
-	s.mu.Unlock()
-	if _, err := s.conn.Write(p); err != nil {
-		return fmt.Errorf("input: %w", err)
-	}
-	return nil
-}
-
-// Resize changes the terminal size for every viewer.
-func (s *Shell) Resize(ctx context.Context, cols, rows int) error {
-	if cols <= 0 || rows <= 0 || cols > 1000 || rows > 1000 {
-		return fmt.Errorf("resize: %dx%d is out of range", cols, rows)
-	}
-	if err := s.conn.Resize(cols, rows); err != nil {
-		return fmt.Errorf("resize: %w", err)
-	}
-	if s.opts.Resized != nil {
-		s.mu.Lock()
-		s.opts.Resized(cols, rows)
-		s.mu.Unlock()
-	}
-	return nil
-}
-
-func (s *Shell) writePTY(p []byte) (int, error) {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	return s.conn.Write(p)
-}
-
-// openRelay connects the side channel once the shell reported its run dir.
-func (s *Shell) openRelay(dir string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	r, err := s.conn.OpenRelay(ctx, dir)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	defer s.changed.Broadcast()
-	if err != nil {
-		s.relayErr = err
-		return
-	}
-	if s.closed {
-		_ = r.Close()
-		return
-	}
-	s.relay = r
-	if s.atPrompt {
-		s.ready = true
-	}
-	go s.readRelay(r.Stdout, 0)
-	go s.readRelay(r.Stderr, 1)
-}
-
-// readRelay splits one relay stream into agent output and mirrors it to
-// the viewers, since it never passes through the terminal.
-func (s *Shell) readRelay(r io.Reader, stream int) {
-	fs := newFrameScanner(s.nonce)
-	buf := make([]byte, 64<<10)
-	var crlf []byte
-	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			s.mu.Lock()
-			fs.feed(buf[:n], func(k frameKind, p []byte) {
-				a := s.agent
-				switch k {
-				case frameBegin:
-					if a != nil && a.staged {
-						a.capturing[stream] = true
-					}
-				case frameEnd:
-					if a != nil && a.capturing[stream] {
-						a.capturing[stream] = false
-						a.relayEnds++
-						s.finishRuns()
-						s.changed.Broadcast()
-					}
-				case frameData:
-					if a != nil && a.capturing[stream] {
-						if stream == 0 {
-							_, _ = a.rec.Stdout.Write(p)
-						} else {
-							_, _ = a.rec.Stderr.Write(p)
-						}
-						if a.onOutput != nil {
-							a.onOutput(stream, p)
-						}
-					}
-					crlf = toCRLF(crlf[:0], p)
-					s.show(crlf)
-				}
-			})
-			s.mu.Unlock()
-		}
-		if err != nil {
-			return
-		}
+	select {
+	case s.stageq <- rec:
+	default:
+		// The writer is stuck; the shell times out its read and says so.
+		s.log.Warn("shell: stage writer busy, dropping a staged line")
 	}
 }

@@ -1,5 +1,6 @@
-# tandem shell integration. Sourced by bash as its --rcfile; see rc.go.
-# It must be safe under any user options, so it saves and restores -e/-u.
+# tandem shell integration. Sourced by bash as its --rcfile; see rc.go and
+# doc.go for the protocol. It must be safe under any user options, so it
+# saves and restores -e/-u.
 __tandem_opts=$-
 set +eu
 # Handshake: ask tandem for the session nonce over the tty, echo off, so the
@@ -29,21 +30,23 @@ __tandem_A=$'\033]133;A;n='$__tandem_n$'\007'
 __tandem_B=$'\033]133;B;n='$__tandem_n$'\007'
 __tandem_C=$'\033]133;C;n='$__tandem_n$'\007'
 __tandem_N=';n='$__tandem_n$'\007'
-__tandem_BOM=$'\033]633;X;bom'$__tandem_N
-__tandem_EOM=$'\033]633;X;eom'$__tandem_N
 
+# Each substitution only runs when its byte is there: on a long line a
+# substitution costs time even with nothing to replace.
 __tandem_esc() {
 	local s=$1
-	s=${s//\\/\\\\}
-	s=${s//;/\\x3b}
-	s=${s//$'\n'/\\x0a}
-	s=${s//$'\r'/\\x0d}
-	s=${s//$'\t'/\\x09}
-	s=${s//$'\033'/\\x1b}
-	s=${s//$'\007'/\\x07}
-	s=${s//$'\030'/\\x18}
-	s=${s//$'\032'/\\x1a}
-	s=${s//$'\177'/\\x7f}
+	if [[ $s == *[\\\;$'\n\r\t\033\007\030\032\177']* ]]; then
+		s=${s//\\/\\\\}
+		s=${s//;/\\x3b}
+		s=${s//$'\n'/\\x0a}
+		s=${s//$'\r'/\\x0d}
+		s=${s//$'\t'/\\x09}
+		s=${s//$'\033'/\\x1b}
+		s=${s//$'\007'/\\x07}
+		s=${s//$'\030'/\\x18}
+		s=${s//$'\032'/\\x1a}
+		s=${s//$'\177'/\\x7f}
+	fi
 	__tandem_r=$s
 }
 
@@ -65,22 +68,34 @@ PS2='\[${__tandem_X2}\]'"${PS2-> }"
 __tandem_X2=$'\033]633;X;ps2'$__tandem_N
 __tandem_null=()
 __tandem_ran=0
-PS0='${__tandem_null[__tandem_ran=1]-}${__tandem_C}'"${PS0-}"
+# C comes after the user's own PS0, so that for an agent command everything
+# before it on the captured stderr is the terminal's echo, not output.
+PS0="${PS0-}"'${__tandem_null[__tandem_ran=1]-}${__tandem_C}'
 __tandem_hist=0
 __tandem_agent=0
+__tandem_pcs=0
 
-# Agent commands: tandem writes the command, NUL-terminated, to the "in" FIFO
-# and presses the stage key. The staged line is what the human sees and what
-# history keeps. A human's half-typed line is never overwritten.
+# Agent commands. tandem presses the stage key; this function asks for the
+# command ("want"), reads "ID LEN\n" and LEN bytes from the "in" FIFO, puts
+# them on the line, points fds 1 and 2 at the relay FIFOs and says "staged".
+# tandem then presses the accept key. Everything the line writes to fds 1
+# and 2, whatever its shape, is captured; readline's redraw of the line goes
+# to the stderr FIFO before the C mark. A human's half-typed line is never
+# overwritten. LEN 0 means tandem no longer wants a line.
 __tandem_stage() {
-	local rec id cmd
-	if ! IFS= read -r -d '' -t 5 -u "$__tandem_fi" rec; then
+	local LC_ALL=C hdr id len cmd
+	printf '\033]633;X;want%s' "$__tandem_N" >/dev/tty
+	if ! IFS= read -r -t 5 -u "$__tandem_fi" hdr; then
 		printf '\033]633;X;stagefail%s' "$__tandem_N" >/dev/tty
 		return
 	fi
-	# The record is "ID\nCOMMAND": the ID lets tandem refuse a stale line.
-	id=${rec%%$'\n'*}
-	cmd=${rec#*$'\n'}
+	id=${hdr%% *}
+	len=${hdr#* }
+	[[ $len == 0 ]] && return
+	if [[ ! $len =~ ^[0-9]+$ ]] || ! IFS= read -r -d '' -N "$len" -t 30 -u "$__tandem_fi" cmd || [[ ${#cmd} != "$len" ]]; then
+		printf '\033]633;X;stagefail%s' "$__tandem_N" >/dev/tty
+		return
+	fi
 	if [[ -n $READLINE_LINE ]]; then
 		__tandem_esc "$READLINE_LINE"
 		printf '\033]633;X;busy;id=%s;line=%s%s' "$id" "$__tandem_r" "$__tandem_N" >/dev/tty
@@ -90,35 +105,57 @@ __tandem_stage() {
 	READLINE_POINT=${#cmd}
 	__tandem_agent=1
 	printf '\033]633;X;staged;id=%s%s' "$id" "$__tandem_N" >/dev/tty
-	trap "$__tandem_trap" DEBUG
+	exec {__tandem_so}>&1 {__tandem_se}>&2 1>&$__tandem_fo 2>&$__tandem_fe
+	printf '\033]633;X;bom;id=%s%s' "$id" "$__tandem_N"
+	printf '\033]633;X;bom;id=%s%s' "$id" "$__tandem_N" >&2
+}
+# Ends the capture of an agent line: end-of-output marks carrying the
+# status ($1, "-" if unknown), whether the line ran at all ($2) and the
+# cwd, then fds back. The agent's result comes from here, not the tty.
+__tandem_release() {
+	__tandem_esc "$PWD"
+	local m=$'\033]633;X;eom;status='$1';ran='$2';cwd='$__tandem_r$__tandem_N
+	printf %s "$m" >&$__tandem_fo
+	printf %s "$m" >&$__tandem_fe
+	exec 1>&$__tandem_so 2>&$__tandem_se {__tandem_so}>&- {__tandem_se}>&-
 }
 # tandem no longer wants a staged line (it gave up waiting): clear it.
 __tandem_unstage() {
+	if [[ $__tandem_agent == 1 ]]; then
+		__tandem_release - 0
+	fi
 	READLINE_LINE=
 	READLINE_POINT=0
 	__tandem_agent=0
-	trap - DEBUG
-	${__tandem_user_debug:+eval "$__tandem_user_debug"}
 }
+# The end of every command line: E (command line), D (status), P (cwd).
+# It is the first element of PROMPT_COMMAND and, as __tandem_tail, the last:
+# a user who assigns PROMPT_COMMAND a string replaces element 0 only.
 __tandem_pc() {
 	local s=$? h
-	if [[ $__tandem_agent == 2 ]]; then
-		printf %s "$__tandem_EOM" >&$__tandem_fo
-		printf %s "$__tandem_EOM" >&$__tandem_fe
-		exec 1>&$__tandem_so 2>&$__tandem_se {__tandem_so}>&- {__tandem_se}>&-
-	elif [[ $__tandem_agent == 1 ]]; then
-		trap - DEBUG
-		${__tandem_user_debug:+eval "$__tandem_user_debug"}
-		printf '\033]633;X;skipped;status=%s%s' "$s" "$__tandem_N"
+	[[ -n ${1-} ]] && s=$1
+	(( __tandem_pcs )) && return $s
+	__tandem_pcs=1
+	if [[ $__tandem_agent == 1 ]]; then
+		__tandem_release "$s" "$__tandem_ran"
 	fi
 	if [[ $__tandem_ran == 1 ]]; then
 		# history 1 into a file and back: no fork for the command line.
 		local HISTTIMEFORMAT= num
 		builtin history 1 >"$__tandem_dir/h"
-		IFS= read -r -d '' h <"$__tandem_dir/h"
+		# An agent line can be a megabyte: tandem knows it already, so
+		# only its history number is read, and no E text is sent.
+		if [[ $__tandem_agent == 1 ]]; then
+			IFS= read -r h <"$__tandem_dir/h"
+		else
+			IFS= read -r -d '' h <"$__tandem_dir/h"
+		fi
 		h=${h#"${h%%[! ]*}"}
 		num=${h%%[!0-9]*}
-		if [[ -n $num && $num != "$__tandem_hist" ]]; then
+		if [[ $__tandem_agent == 1 ]]; then
+			__tandem_hist=${num:-$__tandem_hist}
+			__tandem_r=
+		elif [[ -n $num && $num != "$__tandem_hist" ]]; then
 			__tandem_hist=$num
 			h=${h#"$num"}
 			h=${h#\*}
@@ -135,17 +172,21 @@ __tandem_pc() {
 	printf '\033]633;P;Cwd=%s%s' "$__tandem_r" "$__tandem_N"
 	return $s
 }
-
-# One-shot: the first simple command of the agent's line (PS0 has run, so it
-# is not PROMPT_COMMAND) sends fds 1 and 2 to the relay; then the user's own
-# DEBUG trap, if any, comes back.
-__tandem_user_debug=$(trap -p DEBUG)
-__tandem_trap='if [[ $__tandem_agent == 1 && $__tandem_ran == 1 ]]; then __tandem_agent=2; exec {__tandem_so}>&1 {__tandem_se}>&2 1>&$__tandem_fo 2>&$__tandem_fe; printf %s "$__tandem_BOM"; printf %s "$__tandem_BOM" >&2; '"${__tandem_user_debug:-trap - DEBUG}"'; fi'
+__tandem_tail() {
+	local s=$?
+	if [[ ${PROMPT_COMMAND[0]} != __tandem_pc ]]; then
+		__tandem_pc "$s"
+		PROMPT_COMMAND=(__tandem_pc "${PROMPT_COMMAND[@]}")
+	fi
+	__tandem_pcs=0
+	__tandem_ps1
+	return $s
+}
 
 if [[ $(declare -p PROMPT_COMMAND 2>/dev/null) == "declare -a"* ]]; then
-	PROMPT_COMMAND=(__tandem_pc "${PROMPT_COMMAND[@]}" __tandem_ps1)
+	PROMPT_COMMAND=(__tandem_pc "${PROMPT_COMMAND[@]}" __tandem_tail)
 else
-	PROMPT_COMMAND=(__tandem_pc ${PROMPT_COMMAND:+"$PROMPT_COMMAND"} __tandem_ps1)
+	PROMPT_COMMAND=(__tandem_pc ${PROMPT_COMMAND:+"$PROMPT_COMMAND"} __tandem_tail)
 fi
 
 for __tandem_m in emacs vi-insert; do

@@ -63,7 +63,12 @@ func (d *ptyDialer) Dial(ctx context.Context, l shell.Launch) (shell.Conn, error
 		err := cmd.Wait()
 		c.mu.Lock()
 		if !c.closed {
-			c.err = errors.Join(shell.ErrConnectionLost, err)
+			var exit *exec.ExitError
+			if errors.As(err, &exit) && exit.Exited() {
+				c.err = &shell.ExitError{Where: "the test shell", Status: exit.ExitCode()}
+			} else {
+				c.err = errors.Join(shell.ErrConnectionLost, err)
+			}
 		}
 		c.mu.Unlock()
 		close(c.done)

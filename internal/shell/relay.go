@@ -1,61 +1,377 @@
 package shell
 
-import "bytes"
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
 
-// frame is what a relay stream carries between two markers.
-type frameKind int
-
-const (
-	frameData frameKind = iota
-	frameBegin
-	frameEnd
-	frameDrop
+	"github.com/tandem-sh/tandem/internal/term"
 )
 
-// frameScanner splits one relay stream (agent stdout or stderr) at the
-// begin and end markers that integration.bash writes around each agent
-// command. The markers carry the nonce, so command output cannot forge them.
-//
-// It also drops the command-start mark: bash prints PS0 to stderr, so for a
-// multi-line agent command the later lines' marks land in the relay.
-type frameScanner struct {
-	markers [3][]byte // indexed by frameKind-1
+// relayOpenTimeout bounds connecting to the shell's FIFOs.
+const relayOpenTimeout = 15 * time.Second
+
+// stageWriteTimeout bounds one write of a staged line to the "in" FIFO. The
+// shell is reading when it is written (it asked), so only a wedged shell or
+// transport makes it run out, and then the session is ended, not left stuck.
+const stageWriteTimeout = 30 * time.Second
+
+// maxEchoTail bounds what is kept of readline's redraw of an agent line,
+// from which a syntax error's message is taken.
+const maxEchoTail = 64 << 10
+
+// openRelay connects the side channel once the shell reported its run dir.
+func (s *Shell) openRelay(dir string) {
+	ctx, cancel := context.WithTimeout(context.Background(), relayOpenTimeout)
+	defer cancel()
+	r, err := s.conn.OpenRelay(ctx, dir)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.changed.Broadcast()
+	if err != nil {
+		s.relayErr = err
+		return
+	}
+	if s.closed {
+		_ = r.Close()
+		return
+	}
+	s.relay = r
+	if s.atPrompt {
+		s.ready = true
+	}
+	go s.writeStages(r.Stage)
+	go s.readRelay(r.Stdout, 0)
+	go s.readRelay(r.Stderr, 1)
+}
+
+// writeStages writes the answers to the shell's "want" requests, in order.
+// A write that cannot finish ends the session: a half-written record would
+// leave the shell and tandem out of step for good.
+func (s *Shell) writeStages(w io.Writer) {
+	for {
+		var rec []byte
+		select {
+		case rec = <-s.stageq:
+		case <-s.conn.Done():
+			return
+		}
+		done := make(chan error, 1)
+		go func() { _, err := w.Write(rec); done <- err }()
+		t := time.NewTimer(stageWriteTimeout)
+		var err error
+		select {
+		case err = <-done:
+		case <-t.C:
+			err = fmt.Errorf("%w: the shell stopped reading staged commands for %s", ErrConnectionLost, stageWriteTimeout)
+		case <-s.conn.Done():
+		}
+		t.Stop()
+		if err != nil {
+			s.fail(fmt.Errorf("stage: %w", err))
+			_ = s.conn.Close()
+			return
+		}
+	}
+}
+
+// readRelay splits one relay stream into agent output and mirrors it to
+// the viewers, since it never passes through the terminal.
+func (s *Shell) readRelay(r io.Reader, stream int) {
+	sc := newRelayScanner(s.nonce)
+	view := term.NewParser("") // drops any stray mark on the way to viewers
+	buf := make([]byte, 64<<10)
+	var crlf []byte
+	show := func(p []byte) {
+		view.Feed(p, func(it term.Item) { s.show(it.Data) })
+	}
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			fg := s.shellInForeground(buf[:n])
+			s.mu.Lock()
+			sc.feed(buf[:n], func(p []byte, ev *term.Event) {
+				if ev != nil {
+					s.relayEvent(stream, ev, fg)
+					return
+				}
+				a := s.agent
+				st := streamWaiting
+				if a != nil {
+					st = a.streams[stream]
+				}
+				switch st {
+				case streamEcho:
+					a.echoTail = appendBounded(a.echoTail, p, maxEchoTail)
+					show(p)
+				case streamCapture:
+					if stream == 0 {
+						_, _ = a.rec.Stdout.Write(p)
+					} else {
+						_, _ = a.rec.Stderr.Write(p)
+					}
+					if a.onOutput != nil {
+						a.onOutput(stream, p)
+					}
+					crlf = toCRLF(crlf[:0], p)
+					show(crlf)
+				default:
+					// Output of a background job after its command ended.
+					crlf = toCRLF(crlf[:0], p)
+					show(crlf)
+				}
+			})
+			s.mu.Unlock()
+		}
+		if err != nil {
+			s.mu.Lock()
+			s.relayEOF++
+			s.changed.Broadcast()
+			s.mu.Unlock()
+			return
+		}
+	}
+}
+
+// relayEvent advances the current agent command on a trusted relay mark;
+// s.mu is held. fg says whether the shell held the terminal when the mark
+// was read: the shell writes its end marks from PROMPT_COMMAND, in the
+// foreground, so an end mark read while a program holds the terminal was
+// forged by that program (one that read the nonce from the shell's memory),
+// unless a viewer typed meanwhile and may have started the next command.
+func (s *Shell) relayEvent(stream int, ev *term.Event, fg bool) {
+	a := s.agent
+	if a == nil || a.phase < phaseStaging || a.phase == phaseDone {
+		return
+	}
+	st := &a.streams[stream]
+	ending := ev.Kind == term.PromptStart || (ev.Kind == term.Private && ev.Text == "eom")
+	if ending && !fg && !s.inputAt.After(a.rec.Started) {
+		s.log.Warn("shell: ignored an end mark in the relay printed while a program held the terminal")
+		return
+	}
+	switch {
+	case ev.Kind == term.Private && ev.Text == "ps2" && *st == streamEcho:
+		// bash wants a continuation line: the command is incomplete. Ctrl-C
+		// abandons it; nothing ran.
+		if !a.incomplete {
+			a.incomplete = true
+			go s.abortContinuation(a)
+		}
+	case ev.Kind == term.Private && ev.Text == "bom":
+		if ev.Fields["id"] != a.rec.ID || *st != streamWaiting {
+			return
+		}
+		*st = streamCapture
+		if stream == 1 {
+			*st = streamEcho
+		}
+	case ev.Kind == term.InputStart && *st == streamEcho:
+		a.echoTail = a.echoTail[:0]
+	case ev.Kind == term.CommandStart && *st == streamEcho:
+		*st = streamCapture
+		a.echoTail = nil
+	case ev.Kind == term.PromptStart && *st == streamCapture:
+		// A prompt drawn into the capture: PROMPT_COMMAND no longer runs
+		// tandem's hook, so fds 1 and 2 were never given back. Unstage
+		// gives them back; the status is unknown.
+		a.hooks = true
+		s.endAgent(a, ev, true)
+		go func() { _, _ = s.writePTY([]byte(keyUnstage)) }()
+	case ev.Kind == term.Private && ev.Text == "eom":
+		if *st == streamWaiting {
+			return
+		}
+		if stream == 1 {
+			s.endAgent(a, ev, false)
+			return
+		}
+		*st = streamClosed
+		s.finishAgent(a)
+	}
+}
+
+// abortContinuation presses Ctrl-C at the continuation prompt of an
+// incomplete agent line, again if the first one came before bash could act
+// on it, until the line is abandoned.
+func (s *Shell) abortContinuation(a *agentRun) {
+	for range 5 {
+		if _, err := s.writePTY([]byte{3}); err != nil {
+			return
+		}
+		s.mu.Lock()
+		err := s.waitUntil(context.Background(), time.Second, func() bool { return a.phase == phaseDone })
+		s.mu.Unlock()
+		if !errors.Is(err, errDeadline) {
+			return
+		}
+		s.log.Warn("shell: Ctrl-C at the continuation prompt had no effect yet; pressing it again")
+	}
+}
+
+// endAgent takes the command's result from the stderr end mark (ev) and
+// closes both streams if hooksGone; s.mu is held.
+func (s *Shell) endAgent(a *agentRun, ev *term.Event, hooksGone bool) {
+	if !hooksGone {
+		st, err := strconv.Atoi(ev.Fields["status"])
+		a.rec.ExitCode, a.rec.ExitKnown = st, err == nil
+		if c, ok := ev.Fields["cwd"]; ok {
+			s.cwd = c
+		}
+		if a.incomplete {
+			a.rec.ExitCode, a.rec.ExitKnown = 2, true
+			_, _ = a.rec.Stderr.Write([]byte("tandem: the command is incomplete: bash asked for a continuation line (an unclosed quote, parenthesis, block or here-document?); nothing ran\n"))
+		} else if ev.Fields["ran"] != "1" && a.streams[1] == streamEcho {
+			// The line never ran (a syntax error): bash's message is what
+			// followed the redraw of the line.
+			_, _ = a.rec.Stderr.Write([]byte(syntaxMessage(a.echoTail, a.rec.Command)))
+		}
+	} else {
+		a.streams[0] = streamClosed
+	}
+	a.streams[1] = streamClosed
+	a.rec.Duration = time.Since(a.rec.Started)
+	s.finishAgent(a)
+}
+
+// finishAgent completes the agent command once both streams ended; s.mu
+// is held.
+func (s *Shell) finishAgent(a *agentRun) {
+	if a.streams[0] != streamClosed || a.streams[1] != streamClosed || a.phase == phaseDone {
+		return
+	}
+	a.rec.Cwd = s.cwd
+	_ = a.rec.Stdout.Close()
+	_ = a.rec.Stderr.Close()
+	a.phase = phaseDone
+	if s.agent == a {
+		s.agent = nil
+	}
+	s.flushHeldOut()
+	if s.opts.OnCommand != nil {
+		s.opts.OnCommand(a.rec)
+	}
+	s.changed.Broadcast()
+}
+
+// bracketedPasteOff is what readline writes when it hands the terminal back
+// to run a line (with bracketed paste on, the default since bash 5.1).
+var bracketedPasteOff = []byte("\x1b[?2004l\r")
+
+// syntaxMessage extracts bash's message for a line that failed to parse
+// from readline's redraw of the line that preceded it.
+func syntaxMessage(echo []byte, command string) string {
+	if i := bytes.LastIndex(echo, bracketedPasteOff); i >= 0 {
+		echo = echo[i+len(bracketedPasteOff):]
+	} else {
+		// No bracketed paste: skip the echoed line, one newline per line.
+		for range bytes.Count([]byte(command), []byte("\n")) + 1 {
+			i := bytes.IndexByte(echo, '\n')
+			if i < 0 {
+				break
+			}
+			echo = echo[i+1:]
+		}
+	}
+	return string(bytes.ReplaceAll([]byte(term.StripString(string(echo))), []byte("\r"), nil))
+}
+
+// appendBounded appends p to b, keeping only the last max bytes.
+func appendBounded(b, p []byte, max int) []byte {
+	b = append(b, p...)
+	if len(b) > max {
+		b = append(b[:0], b[len(b)-max:]...)
+	}
+	return b
+}
+
+// relayScanner splits one relay stream into output bytes and the trusted
+// marks that integration.bash writes into it: begin and end of an agent
+// command, and the prompt and command-start marks that bash prints to
+// stderr while it is captured. A mark is trusted when it ends in the
+// session nonce; every other byte, including forged or partial marks, is
+// output and passes through exactly.
+type relayScanner struct {
+	suffix  []byte // ";n=" + nonce
+	decode  *term.Parser
 	pending []byte
 }
 
-func newFrameScanner(nonce string) *frameScanner {
-	return &frameScanner{markers: [3][]byte{
-		[]byte("\x1b]633;X;bom;n=" + nonce + "\x07"),
-		[]byte("\x1b]633;X;eom;n=" + nonce + "\x07"),
-		[]byte("\x1b]133;C;n=" + nonce + "\x07"),
-	}}
+// maxRelayMark bounds a mark's payload; a longer candidate is output.
+const maxRelayMark = 64 << 10
+
+func newRelayScanner(nonce string) *relayScanner {
+	return &relayScanner{suffix: []byte(";n=" + nonce), decode: term.NewParser(nonce)}
 }
 
-// feed splits b into data and markers, in order. Bytes that may be the start
-// of a marker are held back until the next call decides.
-func (f *frameScanner) feed(b []byte, emit func(frameKind, []byte)) {
+var (
+	intro133 = []byte("\x1b]133;")
+	intro633 = []byte("\x1b]633;")
+)
+
+// feed splits b into output and marks, in order. Bytes that may start a
+// mark are held back until a later call decides.
+func (f *relayScanner) feed(b []byte, emit func(data []byte, ev *term.Event)) {
 	f.pending = append(f.pending, b...)
-	for {
-		i, kind := -1, frameData
-		for k, m := range f.markers {
-			if j := bytes.Index(f.pending, m); j >= 0 && (i < 0 || j < i) {
-				i, kind = j, frameKind(k+1)
-			}
-		}
+	p := f.pending
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, 0x1b)
 		if i < 0 {
+			emit(p, nil)
+			p = nil
 			break
 		}
 		if i > 0 {
-			emit(frameData, f.pending[:i])
+			emit(p[:i], nil)
+			p = p[i:]
 		}
-		emit(kind, nil)
-		f.pending = f.pending[i+len(f.markers[kind-1]):]
+		n, mark, hold := f.mark(p)
+		if hold {
+			break
+		}
+		if mark {
+			f.decode.Feed(p[:n], func(it term.Item) {
+				if it.Event != nil {
+					emit(nil, it.Event)
+				}
+			})
+		} else {
+			emit(p[:n], nil)
+		}
+		p = p[n:]
 	}
-	keep := markerPrefixLen(f.pending, f.markers[:]...)
-	if len(f.pending) > keep {
-		emit(frameData, f.pending[:len(f.pending)-keep])
-		f.pending = append(f.pending[:0], f.pending[len(f.pending)-keep:]...)
+	f.pending = append(f.pending[:0], p...)
+}
+
+// mark looks at p, which starts with ESC: it returns the length of a
+// trusted mark (mark true) or of output bytes, or hold when more input is
+// needed to decide.
+func (f *relayScanner) mark(p []byte) (n int, mark, hold bool) {
+	if len(p) < len(intro133) {
+		if bytes.HasPrefix(intro133, p) || bytes.HasPrefix(intro633, p) {
+			return 0, false, true
+		}
+		return 1, false, false
 	}
+	if !bytes.HasPrefix(p, intro133) && !bytes.HasPrefix(p, intro633) {
+		return 1, false, false
+	}
+	body := p[len(intro133):]
+	j := bytes.IndexAny(body, "\x07\x1b")
+	switch {
+	case j < 0 && len(body) > maxRelayMark:
+		return len(intro133), false, false
+	case j < 0:
+		return 0, false, true
+	case body[j] == 0x1b:
+		return len(intro133) + j, false, false
+	}
+	n = len(intro133) + j + 1
+	return n, bytes.HasSuffix(body[:j], f.suffix), false
 }
 
 // markerPrefixLen is the length of the longest suffix of b that is a proper

@@ -7,9 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,11 +16,19 @@ import (
 	"github.com/tandem-sh/tandem/internal/term"
 )
 
+// The terminal size a shell starts with unless told otherwise; every layer
+// that needs a default size uses these.
+const (
+	DefaultCols = 120
+	DefaultRows = 32
+)
+
 // Options configures a Shell. A nil *Options means all defaults.
 type Options struct {
 	// Logger receives diagnostics. Nil discards them.
 	Logger *slog.Logger
-	// Cols and Rows are the initial PTY size; zero means 120x32.
+	// Cols and Rows are the initial PTY size; zero means DefaultCols x
+	// DefaultRows.
 	Cols, Rows int
 	// ScrollbackBytes bounds what a new viewer is replayed; zero means 256 KiB.
 	ScrollbackBytes int
@@ -37,7 +43,9 @@ type Options struct {
 	// Output, if set, sees every byte shown to viewers, in order (recordings).
 	// It runs with the Shell's lock held and must not block.
 	Output func(p []byte)
-	// Input, if set, sees every byte a human typed (recordings). Same rules.
+	// Input, if set, sees the bytes a human typed while the terminal
+	// echoes (recordings): keystrokes at a password prompt are not passed
+	// on where the backend can tell (see EchoReporter). Same rules.
 	Input func(p []byte)
 	// Resized, if set, sees every terminal size change (recordings). Same rules.
 	Resized func(cols, rows int)
@@ -70,9 +78,10 @@ type Record struct {
 // Shell is one interactive bash with tandem's shell integration, shared by
 // the agent (Exec) and any number of human viewers (Watch, Input).
 type Shell struct {
-	conn Conn
-	opts Options
-	log  *slog.Logger
+	conn   Conn
+	opts   Options
+	log    *slog.Logger
+	stageq chan []byte // answers to "want", for writeStages
 
 	writeMu sync.Mutex // serialises every write to the PTY
 
@@ -82,6 +91,7 @@ type Shell struct {
 	parser     *term.Parser
 	relay      *Relay
 	relayErr   error
+	relayEOF   int // relay streams read to their end
 	pid        int
 	rundir     string
 	cwd        string
@@ -92,7 +102,10 @@ type Shell struct {
 	human      *humanRun
 	agent      *agentRun
 	held       [][]byte // human input held back while an agent line is staged
-	holdOut    bool     // PTY output held until the relay catches up
+	credits    int      // Enter keys viewers sent that no human command used yet
+	inputAt    time.Time
+	fgShell    bool // the last PTY read happened with the shell in the foreground
+	holdOut    bool // PTY output held until the relay catches up
 	heldOut    []byte
 	scrollback *term.Ring
 	viewers    map[*viewer]struct{}
@@ -113,8 +126,9 @@ func Start(ctx context.Context, d Dialer, opts *Options) (*Shell, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if s.opts.Cols <= 0 || s.opts.Rows <= 0 {
-		s.opts.Cols, s.opts.Rows = 120, 32
+		s.opts.Cols, s.opts.Rows = DefaultCols, DefaultRows
 	}
+	s.stageq = make(chan []byte, 4)
 	if s.opts.ScrollbackBytes <= 0 {
 		s.opts.ScrollbackBytes = 256 << 10
 	}
@@ -210,6 +224,31 @@ func (s *Shell) fail(err error) {
 // ErrClosed is returned by calls on a Shell after Close.
 var ErrClosed = errors.New("shell closed")
 
+// ErrShellExited is wrapped by an ExitError: the session ended because its
+// shell exited (exit, set -e, a killed shell), not because the transport
+// broke.
+var ErrShellExited = errors.New("shell exited")
+
+// ExitError is how a Conn reports that its shell process ended on its own.
+type ExitError struct {
+	// Status is the exit status; meaningful when Signal is empty.
+	Status int
+	// Signal names the signal that killed the shell, if one did.
+	Signal string
+	// Where names the shell, e.g. "the shell on host:22".
+	Where string
+}
+
+func (e *ExitError) Error() string {
+	if e.Signal != "" {
+		return fmt.Sprintf("%s was killed by %s", e.Where, e.Signal)
+	}
+	return fmt.Sprintf("%s exited with status %d", e.Where, e.Status)
+}
+
+// Unwrap makes errors.Is(err, ErrShellExited) hold.
+func (e *ExitError) Unwrap() error { return ErrShellExited }
+
 // Err reports why the shell is unusable, or nil while it lives.
 func (s *Shell) Err() error {
 	s.mu.Lock()
@@ -253,279 +292,4 @@ func (s *Shell) Cwd() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cwd
-}
-
-// helloMark is the untrusted request with which the rc asks for the nonce.
-var helloMark = []byte("\x1b]633;X;hello\x07")
-
-// readPTY drains the terminal for the life of the connection.
-func (s *Shell) readPTY() {
-	buf := make([]byte, 64<<10)
-	var pre []byte // output before the hello mark
-	handshaken := false
-	for {
-		n, err := s.conn.Read(buf)
-		b := buf[:n]
-		if n > 0 && !handshaken {
-			b, pre, handshaken = s.beforeHello(append(pre, b...))
-			if handshaken {
-				if _, werr := s.writePTY([]byte(s.nonce + "\n")); werr != nil {
-					s.fail(werr)
-					return
-				}
-			}
-		}
-		if len(b) > 0 {
-			s.mu.Lock()
-			s.parser.Feed(b, s.item)
-			s.mu.Unlock()
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) || s.conn.Err() == nil {
-				s.fail(nil)
-			} else {
-				s.fail(s.conn.Err())
-			}
-			return
-		}
-	}
-}
-
-// beforeHello shows what the shell printed before asking for the nonce
-// (an rc's banner, say) and, once the hello mark is in, creates the parser
-// and returns the bytes after it. A mark split across reads is held back.
-func (s *Shell) beforeHello(pre []byte) (rest, keep []byte, seen bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	i := bytes.Index(pre, helloMark)
-	if i < 0 {
-		k := len(pre) - markerPrefixLen(pre, helloMark)
-		s.preHello(pre[:k])
-		return nil, append(pre[:0], pre[k:]...), false
-	}
-	s.preHello(pre[:i])
-	s.parser = term.NewParser(s.nonce)
-	return pre[i+len(helloMark):], nil, true
-}
-
-// preHello displays early output and keeps its tail for error messages.
-func (s *Shell) preHello(p []byte) {
-	s.display(p)
-	s.noteStart(p)
-}
-
-// noteStart keeps the tail of what the shell printed before its first
-// prompt, for Start's error messages.
-func (s *Shell) noteStart(p []byte) {
-	s.startOut.Write(p)
-	if s.startOut.Len() > 8<<10 {
-		tail := bytes.Clone(s.startOut.Bytes()[s.startOut.Len()-4<<10:])
-		s.startOut.Reset()
-		s.startOut.Write(tail)
-	}
-}
-
-// item handles one parsed piece of terminal output; s.mu is held.
-func (s *Shell) item(it term.Item) {
-	if it.Event == nil {
-		if !s.ready {
-			s.noteStart(it.Data)
-		}
-		if s.human != nil {
-			_, _ = s.human.plain.Write(it.Data)
-		}
-		if a := s.agent; a != nil && a.redrawn && !a.begun {
-			a.early = append(a.early, it.Data...)
-		}
-		s.display(it.Data)
-		return
-	}
-	s.event(it.Event)
-	s.changed.Broadcast()
-}
-
-// display sends bytes to the scrollback, the viewers and the recording; s.mu is held.
-func (s *Shell) display(p []byte) {
-	if len(p) == 0 {
-		return
-	}
-	if s.holdOut {
-		s.heldOut = append(s.heldOut, p...)
-		return
-	}
-	s.show(p)
-}
-
-func (s *Shell) show(p []byte) {
-	_, _ = s.scrollback.Write(p)
-	if s.opts.Output != nil {
-		s.opts.Output(p)
-	}
-	for v := range s.viewers {
-		v.send(p)
-	}
-}
-
-func (s *Shell) flushHeldOut() {
-	s.holdOut = false
-	if len(s.heldOut) > 0 {
-		s.show(s.heldOut)
-		s.heldOut = nil
-	}
-}
-
-// event advances the state machine; s.mu is held.
-func (s *Shell) event(e *term.Event) {
-	switch e.Kind {
-	case term.Private:
-		s.private(e)
-	case term.InputStart:
-		if a := s.agent; a != nil && a.reply == "staged" {
-			a.redrawn = true
-		}
-		if s.fresh {
-			s.fresh, s.atPrompt, s.cont = false, true, false
-			if s.relay != nil {
-				s.ready = true
-			}
-		}
-	case term.CommandStart:
-		s.atPrompt = false
-		if s.agent != nil && s.agent.staged {
-			if !s.agent.begun {
-				s.agent.begun = true
-				s.agent.rec.Started = time.Now()
-			}
-			return
-		}
-		if a := s.agent; a != nil && !a.staged {
-			a.preempted = true // the human's type-ahead ran first
-		}
-		if s.human == nil {
-			s.human = s.newHumanRun()
-		}
-	case term.CommandLine:
-		if s.human != nil {
-			s.human.rec.Command = e.Text
-		}
-	case term.CommandEnd:
-		if s.agent != nil && s.agent.begun {
-			s.agent.rec.ExitCode, s.agent.rec.ExitKnown = e.Exit, e.HasExit
-			s.agent.rec.Duration = time.Since(s.agent.rec.Started)
-			s.agent.ended = true
-			if !s.agent.relayDone() {
-				s.holdOut = true
-			}
-		} else if s.human != nil {
-			s.human.rec.ExitCode, s.human.rec.ExitKnown = e.Exit, e.HasExit
-			s.human.rec.Duration = time.Since(s.human.rec.Started)
-			s.human.ended = true
-		}
-	case term.Cwd:
-		s.cwd = e.Text
-		s.fresh = true
-		if s.agent != nil && s.agent.ended {
-			s.agent.cwdSeen = true
-		}
-		s.finishRuns()
-	case term.PromptStart:
-		// A prompt while a command is still open means the user's rc removed
-		// tandem's PROMPT_COMMAND hook: the command ended, status unknown.
-		if (s.human != nil && !s.fresh) || (s.agent != nil && s.agent.begun && !s.agent.ended) {
-			if s.human != nil {
-				s.human.ended = true
-				s.human.rec.Duration = time.Since(s.human.rec.Started)
-			}
-			if s.agent != nil && s.agent.begun && !s.agent.ended {
-				s.agent.ended, s.agent.cwdSeen, s.agent.relayEnds = true, true, 2
-				s.agent.rec.Duration = time.Since(s.agent.rec.Started)
-			}
-			s.fresh = true
-			s.finishRuns()
-		}
-	}
-}
-
-func (s *Shell) private(e *term.Event) {
-	switch e.Text {
-	case "ready":
-		if s.pid != 0 {
-			return
-		}
-		s.rundir = e.Fields["dir"]
-		s.pid, _ = strconv.Atoi(e.Fields["pid"])
-		go s.openRelay(s.rundir)
-	case "staged", "busy", "stagefail":
-		a := s.agent
-		if a != nil && a.reply == "" && (e.Text == "stagefail" || e.Fields["id"] == a.rec.ID) {
-			a.reply, a.busyLine = e.Text, e.Fields["line"]
-			a.staged = e.Text == "staged"
-		} else if e.Text == "staged" {
-			// A line tandem stopped waiting for: it must never run.
-			go func() { _, _ = s.writePTY([]byte(keyUnstage)) }()
-		}
-	case "skipped":
-		if s.agent != nil && s.agent.staged && !s.agent.begun {
-			st, err := strconv.Atoi(e.Fields["status"])
-			s.agent.begun, s.agent.ended, s.agent.relayEnds = true, true, 2
-			s.agent.rec.ExitCode, s.agent.rec.ExitKnown = st, err == nil
-			s.agent.rec.Started = s.agent.stagedAt
-			s.agent.rec.Duration = time.Since(s.agent.stagedAt)
-			// What bash printed (a syntax error), without the echoed line.
-			msg := term.StripString(string(s.agent.early))
-			if i := strings.IndexByte(msg, '\n'); i >= 0 {
-				msg = msg[i+1:]
-			}
-			_, _ = s.agent.rec.Stderr.Write([]byte(msg))
-		}
-	case "ps2":
-		s.cont = true
-	}
-}
-
-// finishRuns completes the open human and agent commands once their ends
-// are all in; s.mu is held.
-func (s *Shell) finishRuns() {
-	if h := s.human; h != nil && h.ended {
-		s.human = nil
-		h.rec.Cwd = s.cwd
-		_ = h.plain.Flush()
-		_ = h.rec.Stdout.Close()
-		if s.opts.OnCommand != nil {
-			s.opts.OnCommand(h.rec)
-		}
-	}
-	if a := s.agent; a != nil && a.ended && a.cwdSeen && a.relayDone() {
-		a.rec.Cwd = s.cwd
-		_ = a.rec.Stdout.Close()
-		_ = a.rec.Stderr.Close()
-		a.done = true
-		s.agent = nil
-		s.flushHeldOut()
-		if s.opts.OnCommand != nil {
-			s.opts.OnCommand(a.rec)
-		}
-	}
-}
-
-type humanRun struct {
-	rec   Record
-	plain *term.Plain // strips ANSI into rec.Stdout as output arrives
-	ended bool
-}
-
-func (s *Shell) newHumanRun() *humanRun {
-	id := newCommandID()
-	out := s.opts.Spool.New(id + ".out")
-	return &humanRun{
-		rec:   Record{ID: id, Source: "user", Started: time.Now(), Merged: true, Stdout: out},
-		plain: term.NewPlain(out),
-	}
-}
-
-// newCommandID names a command uniquely, across sessions and restarts.
-func newCommandID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return "cmd_" + hex.EncodeToString(b[:])
 }

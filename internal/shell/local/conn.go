@@ -180,7 +180,7 @@ func (c *conn) wait() {
 	c.mu.Lock()
 	closing := c.closing
 	if !closing {
-		c.err = fmt.Errorf("local shell exited: %s: %w", describeExit(c.cmd.ProcessState), shell.ErrConnectionLost)
+		c.err = fmt.Errorf("local shell: %w", exitError(c.cmd.ProcessState))
 	}
 	c.mu.Unlock()
 	close(c.done)
@@ -189,12 +189,13 @@ func (c *conn) wait() {
 	}
 }
 
-// describeExit renders an exit as "status N" or the terminating signal.
-func describeExit(ps *os.ProcessState) string {
+// exitError says how the shell process ended on its own.
+func exitError(ps *os.ProcessState) *shell.ExitError {
+	e := &shell.ExitError{Where: "the local shell", Status: ps.ExitCode()}
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return "killed by signal " + ws.Signal().String()
+		e.Signal = unix.SignalName(ws.Signal())
 	}
-	return fmt.Sprintf("status %d", ps.ExitCode())
+	return e
 }
 
 // endSession ends every process of the shell's session: SIGHUP (and
@@ -217,4 +218,43 @@ func (c *conn) endSession() error {
 		}
 		time.Sleep(pollInterval)
 	}
+}
+
+var (
+	_ shell.ForegroundReporter = (*conn)(nil)
+	_ shell.EchoReporter       = (*conn)(nil)
+)
+
+// ShellInForeground reports whether the shell's own process group holds
+// the terminal, i.e. no program it started is in the foreground.
+func (c *conn) ShellInForeground() (bool, error) {
+	var pgrp int
+	err := c.control(func(fd int) (err error) {
+		pgrp, err = unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("local shell: TIOCGPGRP: %w", err)
+	}
+	return pgrp == c.pid, nil
+}
+
+// InputEchoed reports whether keystrokes show on the terminal: false only
+// in canonical mode with echo off, which is what password prompts use
+// (readline and full-screen programs turn echo off too, but also leave
+// canonical mode, and draw what is typed themselves).
+func (c *conn) InputEchoed() (bool, error) {
+	var lflag uint32
+	err := c.control(func(fd int) error {
+		t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+		if err != nil {
+			return err
+		}
+		lflag = t.Lflag
+		return nil
+	})
+	if err != nil {
+		return true, fmt.Errorf("local shell: TCGETS: %w", err)
+	}
+	return lflag&unix.ECHO != 0 || lflag&unix.ICANON == 0, nil
 }

@@ -23,8 +23,6 @@ import (
 const (
 	defaultPath      = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	defaultGrace     = time.Second
-	defaultCols      = 80
-	defaultRows      = 24
 	runDirPattern    = "tandem-run-"
 	runDirParent     = "/tmp"
 	terminalTypeVar  = "TERM=xterm-256color"
@@ -156,7 +154,7 @@ func (o *Options) start(l shell.Launch, runDir string) (*conn, error) {
 	cmd.Dir = o.Workspace
 	cmd.Env = o.environ(l.Env, runDir)
 
-	size := &pty.Winsize{Cols: defaultCols, Rows: defaultRows}
+	size := &pty.Winsize{Cols: shell.DefaultCols, Rows: shell.DefaultRows}
 	if l.Cols > 0 && l.Rows > 0 {
 		size = &pty.Winsize{Cols: uint16(min(l.Cols, 0xffff)), Rows: uint16(min(l.Rows, 0xffff))}
 	}

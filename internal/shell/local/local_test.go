@@ -283,8 +283,9 @@ func TestShellExit(t *testing.T) {
 		t.Fatalf("Done not closed after exit; output:\n%s", tm.output())
 	}
 	err := tm.conn.Err()
-	if !errors.Is(err, shell.ErrConnectionLost) || !strings.Contains(err.Error(), "local shell exited: status 3") {
-		t.Errorf("Err = %v, want connection lost with status 3", err)
+	var exit *shell.ExitError
+	if !errors.As(err, &exit) || exit.Status != 3 || exit.Signal != "" || !errors.Is(err, shell.ErrShellExited) {
+		t.Errorf("Err = %v, want a shell exit with status 3", err)
 	}
 	select {
 	case <-tm.eof:
@@ -297,7 +298,7 @@ func TestShellExit(t *testing.T) {
 	if err := tm.conn.Close(); err != nil {
 		t.Errorf("Close after exit: %v", err)
 	}
-	if err := tm.conn.Err(); !errors.Is(err, shell.ErrConnectionLost) {
+	if err := tm.conn.Err(); !errors.Is(err, shell.ErrShellExited) {
 		t.Errorf("Err after Close = %v; the exit came first", err)
 	}
 }

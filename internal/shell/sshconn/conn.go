@@ -175,11 +175,11 @@ func (c *conn) shellEnded(err error) error {
 	var exit *ssh.ExitError
 	switch {
 	case err == nil:
-		return c.lost("the shell on %s exited with status 0", c.addr)
+		return fmt.Errorf("sshconn: %w", &shell.ExitError{Where: "the shell on " + c.addr})
 	case errors.As(err, &exit) && exit.Signal() != "":
-		return c.lost("the shell on %s was killed by SIG%s", c.addr, exit.Signal())
+		return fmt.Errorf("sshconn: %w", &shell.ExitError{Where: "the shell on " + c.addr, Signal: "SIG" + exit.Signal()})
 	case errors.As(err, &exit):
-		return c.lost("the shell on %s exited with status %d", c.addr, exit.ExitStatus())
+		return fmt.Errorf("sshconn: %w", &shell.ExitError{Where: "the shell on " + c.addr, Status: exit.ExitStatus()})
 	}
 	if gone := c.transportGone(); gone != nil {
 		return gone

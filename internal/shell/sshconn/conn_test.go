@@ -50,11 +50,12 @@ func TestShellExitEndsConn(t *testing.T) {
 	c, tm := startBash(t, options(testenv.SSHD(t)))
 	tm.send(t, "exit 3\r")
 	err := tm.readErr(t)
-	if !errors.Is(err, shell.ErrConnectionLost) || !strings.Contains(err.Error(), "status 3") {
-		t.Fatalf("Read after exit 3: %v", err)
+	var exit *shell.ExitError
+	if !errors.As(err, &exit) || exit.Status != 3 || !strings.Contains(err.Error(), "status 3") {
+		t.Fatalf("Read after exit 3: %v, want a shell exit with status 3", err)
 	}
 	<-c.Done()
-	if !errors.Is(c.Err(), shell.ErrConnectionLost) {
+	if !errors.Is(c.Err(), shell.ErrShellExited) {
 		t.Fatalf("Err: %v", c.Err())
 	}
 }

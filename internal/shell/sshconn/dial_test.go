@@ -31,11 +31,11 @@ func checkLogin(t *testing.T, c shell.Conn) {
 	tm := newTerm(t, c)
 	tm.waitFor(t, `ok-42`)
 	err := tm.readErr(t)
-	if !errors.Is(err, shell.ErrConnectionLost) || !strings.Contains(err.Error(), "exited with status 0") {
+	if !errors.Is(err, shell.ErrShellExited) || !strings.Contains(err.Error(), "exited with status 0") {
 		t.Fatalf("Read after the shell exited: %v", err)
 	}
 	<-c.Done()
-	if !errors.Is(c.Err(), shell.ErrConnectionLost) {
+	if !errors.Is(c.Err(), shell.ErrShellExited) {
 		t.Fatalf("Err after the shell exited: %v", c.Err())
 	}
 }

@@ -1,0 +1,160 @@
+package shell
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"strconv"
+	"time"
+
+	"github.com/tandem-sh/tandem/internal/term"
+)
+
+// item handles one parsed piece of terminal output; s.mu is held.
+func (s *Shell) item(it term.Item) {
+	if it.Event == nil {
+		if !s.ready {
+			s.noteStart(it.Data)
+		}
+		if s.human != nil {
+			_, _ = s.human.plain.Write(it.Data)
+		}
+		s.display(it.Data)
+		return
+	}
+	s.event(it.Event)
+	s.changed.Broadcast()
+}
+
+// event advances the terminal side of the state machine; s.mu is held.
+// The agent's command is driven by the relay (relayEvent): a mark on the
+// terminal can only start or end a human command, and only when a viewer
+// typed something that could have started one.
+func (s *Shell) event(e *term.Event) {
+	switch e.Kind {
+	case term.Private:
+		s.private(e)
+	case term.InputStart:
+		if s.fresh {
+			s.fresh, s.atPrompt, s.cont = false, true, false
+			if s.relay != nil {
+				s.ready = true
+			}
+		}
+	case term.CommandStart:
+		s.atPrompt = false
+		if s.human != nil {
+			return
+		}
+		// While the agent's line is captured, bash prints PS0 into the relay:
+		// a C here is either the human's type-ahead or forged. Without an
+		// Enter from a viewer there is no human command.
+		if s.credits == 0 {
+			s.log.Warn("shell: ignored a command-start mark that no viewer input explains (a program printing marks?)")
+			return
+		}
+		s.credits--
+		if a := s.agent; a != nil && a.phase <= phaseStaging {
+			a.preempt = true // the human's type-ahead ran first
+		}
+		s.human = s.newHumanRun()
+	case term.CommandLine:
+		if s.human != nil && e.Text != "" {
+			s.human.rec.Command = e.Text
+		}
+	case term.CommandEnd:
+		if h := s.human; h != nil {
+			// For a local shell, an end mark printed while a program holds
+			// the terminal is forged, unless the human typed since the command
+			// began (their next command may already be in the foreground).
+			if !s.fgShell && !s.inputAt.After(h.rec.Started) {
+				s.log.Warn("shell: ignored an end mark printed while a program held the terminal")
+				return
+			}
+			h.rec.ExitCode, h.rec.ExitKnown = e.Exit, e.HasExit
+			h.rec.Duration = time.Since(h.rec.Started)
+			h.ended = true
+		} else if a := s.agent; a != nil && a.phase == phaseAccepted {
+			// The agent's line ended; its output may still be in the relay.
+			// Hold the prompt back so viewers see the output first.
+			s.holdOut = true
+		}
+	case term.Cwd:
+		if s.agent == nil || s.agent.phase != phaseAccepted {
+			s.cwd = e.Text
+		}
+		s.fresh = true
+		s.finishHuman()
+	case term.PromptStart:
+		// A prompt while a human command is still open means the user's rc
+		// removed tandem's PROMPT_COMMAND hook: the command ended, status
+		// unknown.
+		if s.human != nil && !s.fresh {
+			s.human.ended = true
+			s.human.rec.Duration = time.Since(s.human.rec.Started)
+			s.fresh = true
+			s.finishHuman()
+		}
+	}
+}
+
+func (s *Shell) private(e *term.Event) {
+	switch e.Text {
+	case "ready":
+		if s.pid != 0 {
+			return
+		}
+		s.rundir = e.Fields["dir"]
+		s.pid, _ = strconv.Atoi(e.Fields["pid"])
+		go s.openRelay(s.rundir)
+	case "want":
+		s.want()
+	case "staged", "busy", "stagefail":
+		a := s.agent
+		if a != nil && a.phase == phaseStaging && a.reply == "" && (e.Text == "stagefail" || e.Fields["id"] == a.rec.ID) {
+			a.reply, a.busyLine = e.Text, e.Fields["line"]
+		} else if e.Text == "staged" {
+			// A line tandem stopped waiting for: it must never run.
+			go func() { _, _ = s.writePTY([]byte(keyUnstage)) }()
+		}
+	case "ps2":
+		s.cont = true
+	}
+}
+
+// finishHuman completes the open human command once its end is in; s.mu
+// is held.
+func (s *Shell) finishHuman() {
+	h := s.human
+	if h == nil || !h.ended {
+		return
+	}
+	s.human = nil
+	h.rec.Cwd = s.cwd
+	_ = h.plain.Flush()
+	_ = h.rec.Stdout.Close()
+	if s.opts.OnCommand != nil {
+		s.opts.OnCommand(h.rec)
+	}
+}
+
+type humanRun struct {
+	rec   Record
+	plain *term.Plain // strips ANSI into rec.Stdout as output arrives
+	ended bool
+}
+
+func (s *Shell) newHumanRun() *humanRun {
+	id := newCommandID()
+	out := s.opts.Spool.New(id + ".out")
+	return &humanRun{
+		rec:   Record{ID: id, Source: "user", Started: time.Now(), Merged: true, Stdout: out},
+		plain: term.NewPlain(out),
+	}
+}
+
+// newCommandID names a command uniquely, across sessions and restarts.
+func newCommandID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "cmd_" + hex.EncodeToString(b[:])
+}
