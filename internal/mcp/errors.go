@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/session"
@@ -21,6 +22,8 @@ const (
 	codeBusy               = "session_busy"
 	codeTimeout            = "command_timeout"
 	codeConnectionLost     = "connection_lost"
+	codeShellExited        = "shell_exited"
+	codeCaptureFailed      = "capture_failed"
 	codeNotRunning         = "no_command_running"
 	codeSessionExists      = "session_exists"
 	codeInvalidName        = "invalid_session_name"
@@ -51,7 +54,13 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 		ended   *session.EndedError
 		hostKey *sshconn.HostKeyError
 		tokErr  *session.TokenError
+		exit    *shell.ExitError
+		partial *partialError
 	)
+	var extra reply
+	if errors.As(err, &partial) {
+		extra = reply{"commandId": partial.rec.ID, "partial": s.result(c, partial.rec)}
+	}
 	switch {
 	case errors.As(err, &gate):
 		return s.gateFailure(c, gate)
@@ -93,6 +102,17 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 		return fail(codeAuthFailed, "SSH authentication failed: "+err.Error()+". Check the username and credentials.", nil)
 	case errors.As(err, &hostKey) || errors.Is(err, sshconn.ErrHostKey):
 		return fail(codeHostKey, "The SSH host key was rejected: "+err.Error()+".", nil)
+	case errors.Is(err, shell.ErrInvalidCommand):
+		return fail(codeInvalidArguments, "Invalid argument 'command': "+err.Error()+".", reply{"field": "command"})
+	case errors.As(err, &exit):
+		f := reply{"exitCode": exit.Status}
+		if exit.Signal != "" {
+			f = reply{"exitCode": nil, "signal": exit.Signal}
+		}
+		maps.Copy(f, extra)
+		return fail(codeShellExited, "The session ended because its shell exited ("+exit.Error()+"): a command ran `exit`, or `set -e` ended the shell after a failure. Call ssh_connect again to start a new session, for example "+reconnectExample+".", f)
+	case errors.Is(err, shell.ErrCaptureFailed):
+		return fail(codeCaptureFailed, "The command's output could not be captured: "+err.Error()+". What was captured is in partial; the session stays usable.", extra)
 	case errors.Is(err, shell.ErrConnectionLost):
 		return fail(codeConnectionLost, "The connection to the session's shell was lost: "+err.Error()+". Call ssh_connect again to start a new session.", nil)
 	case errors.Is(err, shell.ErrNotRunning):
@@ -102,6 +122,16 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 	}
 	return fail(codeInternal, "tandem failed: "+err.Error()+".", nil)
 }
+
+// partialError carries what an Exec captured before it failed, for
+// failures whose reply shows it (a shell that exited, a failed capture).
+type partialError struct {
+	err error
+	rec shell.Record
+}
+
+func (e *partialError) Error() string { return e.err.Error() }
+func (e *partialError) Unwrap() error { return e.err }
 
 func invalidToken(name string) *failure {
 	return fail(codeInvalidToken, fmt.Sprintf("Invalid or missing session token for session '%s'", name), reply{"hint": tokenHint})

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -130,6 +131,9 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 	rec, err := sess.Exec(ctx, a.Command, shell.ExecOptions{Timeout: timeout, OnOutput: prog.hook()})
 	prog.finish()
 	if err != nil {
+		if rec.Stdout != nil && (errors.Is(err, shell.ErrShellExited) || errors.Is(err, shell.ErrCaptureFailed)) {
+			return nil, &partialError{err: err, rec: rec}
+		}
 		return nil, err
 	}
 	info := callFrom(ctx)

@@ -207,7 +207,7 @@ func (m *Manager) commandDone(s *Session, r shell.Record) {
 // watch ends the session when its shell dies on its own.
 func (m *Manager) watch(s *Session) {
 	<-s.sh.Done()
-	m.end(s, EndConnectionLost)
+	m.end(s, endReason(s.sh.Err()))
 }
 
 // Lookup returns the caller's session if the token matches. Every failure
@@ -233,8 +233,10 @@ func (m *Manager) Lookup(c Caller, name, token string) (*Session, error) {
 		return nil, &TokenError{Name: name}
 	}
 	if err := s.sh.Err(); err != nil {
-		m.end(s, EndConnectionLost)
-		return nil, &EndedError{Name: name, Reason: EndConnectionLost, At: time.Now()}
+		m.end(s, endReason(err))
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return nil, &EndedError{Name: name, Reason: s.endReason, At: s.endedAt}
 	}
 	return s, nil
 }

@@ -15,7 +15,7 @@ func (m *Manager) record(s *Session, so *shell.Options) error {
 	}
 	cols, rows := so.Cols, so.Rows
 	if cols <= 0 || rows <= 0 {
-		cols, rows = 120, 32
+		cols, rows = shell.DefaultCols, shell.DefaultRows
 	}
 	path := filepath.Join(m.opts.RecordingsDir, s.ID+".cast")
 	w, err := recording.Create(path, recording.Header{Width: cols, Height: rows, Title: s.Name, IdleTimeLimit: 2})

@@ -52,6 +52,7 @@ const (
 	EndIdleTimeout    = "idle_timeout"
 	EndMaxLifetime    = "max_lifetime"
 	EndConnectionLost = "connection_lost"
+	EndShellExited    = "shell_exited"
 	EndServerShutdown = "server_shutdown"
 )
 
@@ -184,7 +185,7 @@ func (s *Session) Cancel(ctx context.Context) (shell.Record, error) {
 		return shell.Record{}, err
 	}
 	s.touch()
-	rec, err := s.sh.Cancel(ctx, 2*time.Second)
+	rec, err := s.sh.Cancel(ctx, 0)
 	if err != nil {
 		return rec, s.wrapShellErr(err)
 	}
@@ -192,7 +193,7 @@ func (s *Session) Cancel(ctx context.Context) (shell.Record, error) {
 }
 
 func (s *Session) wrapShellErr(err error) error {
-	if errors.Is(err, shell.ErrConnectionLost) {
+	if errors.Is(err, shell.ErrConnectionLost) || errors.Is(err, shell.ErrShellExited) {
 		return fmt.Errorf("session %q: %w", s.Name, err)
 	}
 	return err
@@ -216,6 +217,15 @@ func (s *Session) Resize(ctx context.Context, cols, rows int) error {
 
 // Err reports why the session's shell is unusable, or nil.
 func (s *Session) Err() error { return s.sh.Err() }
+
+// endReason names why a session whose shell died ended: its shell exited
+// on its own (exit, set -e) or the transport broke.
+func endReason(err error) string {
+	if errors.Is(err, shell.ErrShellExited) {
+		return EndShellExited
+	}
+	return EndConnectionLost
+}
 
 func newToken(n int) (string, error) {
 	b := make([]byte, n)

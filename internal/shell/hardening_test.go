@@ -402,3 +402,20 @@ func TestPasswordNotRecorded(t *testing.T) {
 		t.Fatalf("recorded input %q: want the command, not the password", rec)
 	}
 }
+
+// TestHumanExitIsReported: a human typing exit ends the shell the same way.
+func TestHumanExitIsReported(t *testing.T) {
+	h := start(t, &local.Options{NoSandbox: true, Workspace: t.TempDir()})
+	if err := h.sh.Input(context.Background(), []byte("exit 4\r")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.sh.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the shell did not end")
+	}
+	var exit *shell.ExitError
+	if err := h.sh.Err(); !errors.As(err, &exit) || exit.Status != 4 {
+		t.Fatalf("Err = %v, want a shell exit with status 4", err)
+	}
+}

@@ -252,8 +252,22 @@ func (e *ExitError) Unwrap() error { return ErrShellExited }
 // Err reports why the shell is unusable, or nil while it lives.
 func (s *Shell) Err() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
+	err := s.err
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	// The connection can end before the readers noticed: its own account
+	// (an exit status) is the reason.
+	select {
+	case <-s.conn.Done():
+		if cerr := s.conn.Err(); cerr != nil {
+			return cerr
+		}
+		return ErrClosed
+	default:
+		return nil
+	}
 }
 
 // Done is closed when the underlying connection ends.

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tandem-sh/tandem/internal/testenv"
+)
+
+// TestShellExitedReply: a command that ends the shell gets shell_exited with
+// the status and the output so far, and the session is recorded as ended for
+// that reason (issue 6 item 8).
+func TestShellExitedReply(t *testing.T) {
+	for _, tc := range []struct {
+		cmd  string
+		exit float64
+	}{
+		{"echo partial; exit 3", 3},
+		{"echo partial; set -e; false", 1},
+		{"echo partial; false || exit 1", 1},
+	} {
+		t.Run(tc.cmd, func(t *testing.T) {
+			t.Parallel()
+			s := localSession(t, serverOpts{})
+			e := wantError(t, s.exec(t, tc.cmd), "shell_exited")
+			if e["exitCode"] != tc.exit || !strings.Contains(str(e["message"]), "shell exited") || !strings.Contains(str(e["message"]), "ssh_connect") {
+				t.Errorf("reply: %v", e)
+			}
+			p, _ := e["partial"].(map[string]any)
+			if p == nil || p["stdout"] != "partial\n" {
+				t.Errorf("partial output: %v", e["partial"])
+			}
+			ended := wantError(t, s.exec(t, "true"), "session_ended")
+			if ended["reason"] != "shell_exited" {
+				t.Errorf("later call: %v", ended)
+			}
+		})
+	}
+}
+
+// TestExactShapesThroughTandem: the commonest agent shapes, end to end in
+// the sandbox (issue 6 item 7), and commands up to 1 MiB (item 11).
+func TestExactShapesThroughTandem(t *testing.T) {
+	s := localSession(t, serverOpts{})
+	for _, tc := range []struct {
+		cmd, stdout string
+		exit        float64
+	}{
+		{"mkdir -p sub && touch sub/f && (cd sub && ls)", "f\n", 0},
+		{"(echo a)", "a\n", 0},
+		{"(echo a; exit 3)", "a\n", 3},
+	} {
+		res := result(t, s.exec(t, tc.cmd))
+		if res["stdout"] != tc.stdout || res["exitCode"] != tc.exit {
+			t.Errorf("%q: %v", tc.cmd, res)
+		}
+	}
+	body := strings.Repeat(strings.Repeat("z", 1023)+"\n", 1000)
+	res := result(t, s.exec(t, "cat > big <<'EOF'\n"+body+"EOF\nwc -c < big"))
+	if strings.TrimSpace(str(res["stdout"])) != strconv.Itoa(len(body)) {
+		t.Errorf("1 MB heredoc: %v", res)
+	}
+	e := wantError(t, s.exec(t, strings.Repeat("x", 1<<20+1)), "invalid_arguments")
+	if !strings.Contains(str(e["message"]), strconv.Itoa(1<<20+1)) {
+		t.Errorf("oversized command: %v", e)
+	}
+	wantError(t, s.exec(t, "echo a\x00b"), "invalid_arguments")
+	mustOK(t, s.exec(t, "true"))
+}
+
+// rawServer is tandem over stdio driven by hand, so the test controls
+// stdin's end.
+type rawServer struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+	id    int
+}
+
+func (r *rawServer) send(t *testing.T, method string, params any, notify bool) {
+	t.Helper()
+	m := map[string]any{"jsonrpc": "2.0", "method": method, "params": params}
+	if !notify {
+		r.id++
+		m["id"] = r.id
+	}
+	b, _ := json.Marshal(m)
+	if _, err := r.stdin.Write(append(b, '\n')); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reply reads lines until the answer to the last request.
+func (r *rawServer) reply(t *testing.T) map[string]any {
+	t.Helper()
+	for {
+		line, err := r.out.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("read reply: %v", err)
+		}
+		var m map[string]any
+		if json.Unmarshal(line, &m) == nil && m["id"] == float64(r.id) {
+			return m
+		}
+	}
+}
+
+// TestStdinEOFEndsStuckSessions: when the client goes away while a command
+// is stuck, tandem ends the session and exits within the kill grace, and
+// the command's process is gone (issue 6 item 15).
+func TestStdinEOFEndsStuckSessions(t *testing.T) {
+	ws, home := t.TempDir(), t.TempDir()
+	cmd := exec.Command(binary, "serve", "--web", "127.0.0.1:0", "--data-dir", filepath.Join(home, "state"))
+	cmd.Dir = ws
+	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	r := &rawServer{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
+	r.send(t, "initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "raw", "version": "1"}}, false)
+	r.reply(t)
+	r.send(t, "notifications/initialized", map[string]any{}, true)
+	r.send(t, "tools/call", map[string]any{"name": "ssh_connect", "arguments": map[string]any{"name": "s"}}, false)
+	var connect map[string]any
+	res := r.reply(t)["result"].(map[string]any)
+	if err := json.Unmarshal([]byte(res["content"].([]any)[0].(map[string]any)["text"].(string)), &connect); err != nil {
+		t.Fatal(err)
+	}
+	tok := connect["sessionToken"].(string)
+	// A command that ignores Ctrl-C and SIGTERM, and is still running.
+	stuck := "trap '' INT TERM; echo $$ > stuck.pid; while :; do sleep 1; done"
+	r.send(t, "tools/call", map[string]any{"name": "ssh_exec", "arguments": map[string]any{"sessionName": "s", "sessionToken": tok, "command": "bash -c " + strconv.Quote(stuck)}}, false)
+	var pid int
+	deadline := time.Now().Add(20 * time.Second)
+	for pid == 0 && time.Now().Before(deadline) {
+		b, _ := os.ReadFile(filepath.Join(ws, "stuck.pid"))
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pid == 0 {
+		t.Fatal("the stuck command never started")
+	}
+	start := time.Now()
+	_ = stdin.Close()
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("tandem still running %v after its stdin ended", time.Since(start))
+	}
+	for testenv.Running(pid) {
+		if time.Since(start) > 15*time.Second {
+			t.Fatalf("the stuck command (pid %d) outlived tandem", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
