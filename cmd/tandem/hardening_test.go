@@ -176,3 +176,42 @@ func TestStdinEOFEndsStuckSessions(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestFoldedSecretKeysRefused: keys that only Unicode case folding would
+// match to a parameter ("paſſword", "private\u212Aey") are refused, and the
+// secret they carry is in no file tandem wrote (issue 6 item 3).
+func TestFoldedSecretKeysRefused(t *testing.T) {
+	pw := secret("pw-")
+	ps := testenv.PasswordSSHD(t, "tester", pw)
+	srv := startServer(t, serverOpts{})
+	for _, tc := range []struct {
+		args  map[string]any
+		field string
+	}{
+		{map[string]any{"name": "a", "host": ps.Host, "port": ps.Port, "username": ps.User, "pa\u017f\u017fword": pw}, "pa\u017f\u017fword"},
+		{map[string]any{"name": "b", "host": ps.Host, "port": ps.Port, "username": ps.User, "private\u212Aey": pw}, "private\u212Aey"},
+		{map[string]any{"name": "c", "host": ps.Host, "port": ps.Port, "username": ps.User, "Password": pw}, "Password"},
+	} {
+		e := wantError(t, srv.call(t, "ssh_connect", tc.args), "invalid_arguments")
+		if e["field"] != tc.field {
+			t.Errorf("field %v, want %q", e["field"], tc.field)
+		}
+	}
+	_ = srv.cs.Close()
+	err := filepath.WalkDir(srv.home, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(b), pw) {
+			t.Errorf("the secret is in %s", p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

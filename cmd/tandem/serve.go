@@ -18,6 +18,7 @@ import (
 	"github.com/tandem-sh/tandem/internal/config"
 	"github.com/tandem-sh/tandem/internal/mcp"
 	"github.com/tandem-sh/tandem/internal/session"
+	"github.com/tandem-sh/tandem/internal/stdio"
 	"github.com/tandem-sh/tandem/internal/spool"
 	"github.com/tandem-sh/tandem/internal/target"
 	"github.com/tandem-sh/tandem/internal/web"
@@ -115,7 +116,8 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		Version:           version,
 	})
 	log.Info("tandem serving MCP over stdio", "web", base, "dataDir", dataDir, "targets", len(cfg.Targets))
-	err = srv.MCP().Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+	guard := stdio.New(stdin, stdout, log)
+	err = srv.MCP().Run(ctx, &sdk.IOTransport{Reader: guard.Reader(), Writer: guard.Writer(), MaxLineLength: stdio.MaxLine + 1})
 	cancel()
 	<-leasesDone
 	if werr := <-webDone; werr != nil && !errors.Is(werr, context.Canceled) {
@@ -127,9 +129,6 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	return nil
 }
 
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // webSessions lets the browser terminal open a session by capability key.
 type webSessions struct{ m *session.Manager }

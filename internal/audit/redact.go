@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strings"
+	"unicode/utf8"
 )
 
 // Redacted replaces the value of every secret key.
@@ -64,6 +66,11 @@ func redact(v any) any {
 // isSecretKey reports whether k names a secret: ASCII case folded, '_' and
 // '-' ignored. It runs for every key of every call, so it does not allocate.
 func isSecretKey(k string) bool {
+	for i := 0; i < len(k); i++ {
+		if k[i] >= utf8.RuneSelf {
+			return isSecretKeyFolded(k)
+		}
+	}
 	var buf [16]byte
 	n := 0
 	for i := 0; i < len(k); i++ {
@@ -82,6 +89,18 @@ func isSecretKey(k string) bool {
 	switch string(buf[:n]) {
 	case "password", "privatekey", "passphrase", "sessiontoken":
 		return true
+	}
+	return false
+}
+
+// isSecretKey's path for non-ASCII keys: full Unicode case folding, so
+// "paſſword" (U+017F) and "private\u212Aey" (Kelvin sign) count too.
+func isSecretKeyFolded(k string) bool {
+	k = strings.NewReplacer("_", "", "-", "").Replace(k)
+	for _, name := range []string{"password", "privatekey", "passphrase", "sessiontoken"} {
+		if strings.EqualFold(k, name) {
+			return true
+		}
 	}
 	return false
 }

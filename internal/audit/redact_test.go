@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/tandem-sh/tandem/internal/audit"
@@ -39,5 +40,14 @@ func TestAuditRedact(t *testing.T) {
 				t.Errorf("Redact(%s)\n got %s\nwant %s", tc.in, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestRedactFoldsUnicode(t *testing.T) {
+	for _, k := range []string{"pa\u017f\u017fword", "private\u212Aey", "PA\u017fS-PHRASE", "session_\u212Aey"} {
+		got := string(audit.Redact([]byte(`{"` + k + `":"s3cret"}`)))
+		if strings.Contains(got, "s3cret") != (k == "session_\u212Aey") {
+			t.Errorf("Redact with key %q = %s", k, got)
+		}
 	}
 }

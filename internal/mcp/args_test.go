@@ -19,6 +19,12 @@ func TestDecodeArgs(t *testing.T) {
 		{`[]`, "", false},
 		{`{"command":"a"} {"x":1}`, "", false},
 		{`{"command":`, "", false},
+		{`{"command":"a","command":"b"}`, "command", false},
+		{`{"Command":"a"}`, "Command", false},
+		{`{"sessionT\u006fken":"a"}`, "", true},
+		{`{"sessionnamE":"a"}`, "sessionnamE", false},
+		{"{\"commaNd\":\"a\"}", "commaNd", false},
+		{"{\"timeout\u017feconds\":1}", "timeout\u017feconds", false},
 	}
 	for _, tc := range tests {
 		var a execArgs
@@ -49,4 +55,21 @@ func FuzzDecodeArgs(f *testing.F) {
 			t.Fatalf("decodeArgs(%q) = %v, want an invalid_arguments failure", raw, err)
 		}
 	})
+}
+
+func TestAuditArgsFromExactKeys(t *testing.T) {
+	for _, tc := range []struct {
+		raw     string
+		decoded bool
+		want    string
+	}{
+		{`{"name":"a","password":"s3cret"}`, true, `{"name":"a","password":"[redacted]"}`},
+		{"{\"pa\u017f\u017fword\":\"s3cret\"}", false, "{\"pa\u017f\u017fword\":\"[redacted]\"}"},
+		{`{"name":"a","oops":"s3cret"}`, false, `{"name":"[redacted]","oops":"[redacted]"}`},
+		{`"s3cret"`, false, `{"_unparseable":true}`},
+	} {
+		if got := string(auditArgs([]byte(tc.raw), tc.decoded)); got != tc.want {
+			t.Errorf("auditArgs(%s) = %s, want %s", tc.raw, got, tc.want)
+		}
+	}
 }

@@ -243,3 +243,28 @@ func TestGateOutputAsResource(t *testing.T) {
 		t.Error("another client read the session owner's output")
 	}
 }
+
+// TestHostilePageNumbers: page numbers that would overflow the offset are
+// refused, and the server keeps serving (issue 6 item 12).
+func TestHostilePageNumbers(t *testing.T) {
+	f := newServer(t, 64)
+	c := f.client(t)
+	s := connect(t, c, "pages")
+	r := mcptest.Result(t, exec(t, c, s, "seq 1 1000"))
+	res, _ := r["stdoutResource"].(map[string]any)
+	if res == nil {
+		t.Fatalf("no resource: %v", r)
+	}
+	uri := mcptest.Str(res["uri"])
+	for _, page := range []string{"2199023255552", "9223372036854775807", "-1", "1", "x"} {
+		if _, err := c.CS.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: uri + "?page=" + page}); err == nil {
+			t.Errorf("page %s: no error", page)
+		}
+	}
+	if _, err := c.CS.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: uri + "?page=0"}); err != nil {
+		t.Fatalf("page 0 after hostile pages: %v", err)
+	}
+	if r := mcptest.Result(t, exec(t, c, s, "echo alive")); r["stdout"] != "alive\n" {
+		t.Fatalf("session after hostile pages: %v", r)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,10 +123,13 @@ func (o *outputs) read(c session.Caller, rawURI string) (*mcp.ReadResourceResult
 		return nil, fmt.Errorf("read output: %w", err)
 	}
 	defer f.Close()
-	off := int64(page) * pageBytes
-	if off >= st.size && !(page == 0 && st.size == 0) {
-		return nil, fmt.Errorf("page %d is past the end (%d bytes, %d pages)", page, st.size, (st.size+pageBytes-1)/pageBytes)
+	// Compare page numbers before any arithmetic: page*pageBytes overflows
+	// for a hostile page number.
+	pages := (st.size + pageBytes - 1) / pageBytes
+	if int64(page) >= max(pages, 1) {
+		return nil, fmt.Errorf("page %d is past the end (%d bytes, %d pages)", page, st.size, pages)
 	}
+	off := int64(page) * pageBytes
 	buf := make([]byte, min(int64(pageBytes), st.size-off))
 	if _, err := f.ReadAt(buf, off); err != nil {
 		return nil, fmt.Errorf("read output: %w", err)
@@ -139,7 +143,15 @@ func (o *outputs) read(c session.Caller, rawURI string) (*mcp.ReadResourceResult
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{rc}}, nil
 }
 
-func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+// readResource serves output pages; like every handler it never lets a
+// panic end the process (and with it every session).
+func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (res *mcp.ReadResourceResult, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("resource read panicked", "uri", req.Params.URI, "panic", p, "stack", string(debug.Stack()))
+			res, err = nil, fmt.Errorf("internal_error: tandem hit an internal error reading %s; nothing else was affected", req.Params.URI)
+		}
+	}()
 	return s.outputs.read(s.caller(req.Session), req.Params.URI)
 }
 

@@ -138,6 +138,7 @@ type call struct {
 	target    string
 	exit      *int
 	bytes     int64
+	decoded   bool // the arguments passed strict decoding
 }
 
 type callKey struct{}
@@ -177,6 +178,7 @@ func handler[A any](s *Server, name string, run func(ctx context.Context, c sess
 			r = s.failure(c, decodeErr).reply()
 			return
 		}
+		info.decoded = true
 		out, runErr := run(ctx, c, a)
 		if runErr != nil {
 			r = s.failure(c, runErr).reply()
@@ -214,7 +216,7 @@ func (s *Server) audit(ctx context.Context, c session.Caller, tool string, info 
 	}
 	var args json.RawMessage
 	if info.req != nil {
-		args = audit.Redact(info.req.Params.Arguments)
+		args = auditArgs(info.req.Params.Arguments, info.decoded)
 	}
 	rec := audit.Record{
 		Time: start, Tenant: c.Tenant, Actor: c.ID, SessionID: info.sessionID, SessionName: info.session,
