@@ -18,8 +18,8 @@ import (
 	"github.com/tandem-sh/tandem/internal/config"
 	"github.com/tandem-sh/tandem/internal/mcp"
 	"github.com/tandem-sh/tandem/internal/session"
-	"github.com/tandem-sh/tandem/internal/stdio"
 	"github.com/tandem-sh/tandem/internal/spool"
+	"github.com/tandem-sh/tandem/internal/stdio"
 	"github.com/tandem-sh/tandem/internal/target"
 	"github.com/tandem-sh/tandem/internal/web"
 )
@@ -128,7 +128,6 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	}
 	return nil
 }
-
 
 // webSessions lets the browser terminal open a session by capability key.
 type webSessions struct{ m *session.Manager }
