@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -213,5 +214,86 @@ func TestFoldedSecretKeysRefused(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestInheritedFdsDoNotReachShell: a client that spawns tandem with extra
+// open descriptors (a file, a TCP socket) does not hand them to the
+// sandboxed shell (issue 6 item 2).
+func TestInheritedFdsDoNotReachShell(t *testing.T) {
+	file, err := os.CreateTemp(t.TempDir(), "leak-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { file.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	sock, err := conn.(*net.TCPConn).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sock.Close() })
+	s := localSession(t, serverOpts{extraFiles: []*os.File{file, sock}})
+	res := result(t, s.exec(t, `for fd in 3 4; do (echo x >&$fd) 2>/dev/null && echo open-$fd; done; echo done`))
+	if res["stdout"] != "done\n" {
+		t.Fatalf("inherited descriptors reached the shell: %v", res)
+	}
+	if b, _ := os.ReadFile(file.Name()); len(b) != 0 {
+		t.Fatalf("the shell wrote %q to the inherited file", b)
+	}
+}
+
+// TestDataDirNeverInSandbox: tandem refuses a chosen workspace that covers
+// its data dir, naming both; with the implicit workspace it starts but
+// refuses local sessions with the same explanation (issue 6 item 1).
+func TestDataDirNeverInSandbox(t *testing.T) {
+	home := t.TempDir()
+	data := filepath.Join(home, ".local", "state", "tandem")
+	cmd := exec.Command(binary, "serve", "--workspace", home, "--data-dir", data, "--web", "127.0.0.1:0")
+	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), home) || !strings.Contains(string(out), data) || !strings.Contains(string(out), "--workspace") {
+		t.Fatalf("serve --workspace $HOME: %v, %s", err, out)
+	}
+	// Implicit workspace: tandem started from $HOME.
+	srv := startServer(t, serverOpts{dir: home, home: home})
+	srv.dataDir = data
+	e := wantError(t, srv.call(t, "ssh_connect", map[string]any{"name": "h"}), "sandbox_unavailable")
+	if msg := str(e["message"]); !strings.Contains(msg, "--workspace") || !strings.Contains(msg, "data dir") {
+		t.Fatalf("message: %q", msg)
+	}
+}
+
+// TestSandboxReachesNoSharedTemp: a session cannot read /tmp, another
+// session's TMPDIR, or tandem's data dir, and its own TMPDIR works.
+func TestSandboxReachesNoSharedTemp(t *testing.T) {
+	srv := startServer(t, serverOpts{})
+	var toks [2]string
+	for i, name := range []string{"a", "b"} {
+		toks[i] = str(mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": name}))["sessionToken"])
+	}
+	a, b := sess{srv, "a", toks[0]}, sess{srv, "b", toks[1]}
+	tmpA := strings.TrimSpace(str(result(t, a.exec(t, `echo secret > "$TMPDIR/f" && echo "$TMPDIR"`))["stdout"]))
+	if tmpA == "" || strings.HasPrefix(tmpA, srv.dataDir) {
+		t.Fatalf("TMPDIR of a: %q (data dir %s)", tmpA, srv.dataDir)
+	}
+	shm, err := os.CreateTemp("/dev/shm", "tandem-probe-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(shm.Name()); shm.Close() })
+	for _, probe := range []string{"cat " + tmpA + "/f", "ls /tmp", "ls " + srv.dataDir, "ls /var/tmp", "cat " + shm.Name()} {
+		res := result(t, b.exec(t, probe))
+		if res["exitCode"] == 0.0 {
+			t.Errorf("session b ran %q: %v", probe, res)
+		}
 	}
 }

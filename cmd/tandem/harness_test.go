@@ -58,6 +58,8 @@ type serverOpts struct {
 	// fileSizeKB, if set, caps every file tandem writes (RLIMIT_FSIZE):
 	// writes past it fail as they would on a full disk.
 	fileSizeKB int
+	// extraFiles are handed to tandem as fds 3, 4, ... (a leaky client).
+	extraFiles []*os.File
 }
 
 // startServer spawns the built binary over stdio, the way MCP clients do.
@@ -88,6 +90,7 @@ func startServer(t testing.TB, o serverOpts) *server {
 		cmd = exec.Command("/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -f %d && exec "$0" "$@"`, o.fileSizeKB), binary}, args...)...)
 	}
 	cmd.Dir = o.dir
+	cmd.ExtraFiles = o.extraFiles
 	cmd.Env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "USER=" + os.Getenv("USER")}, o.env...)
 	errf, err := os.CreateTemp(home, "stderr-*.log")
 	if err != nil {

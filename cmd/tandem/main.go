@@ -17,6 +17,12 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == sandbox.ArgName {
 		os.Exit(sandbox.Main(os.Args[2:]))
 	}
+	// Descriptors a client leaked to tandem (a file, a socket) must never
+	// reach a shell: mark them close-on-exec before anything starts one.
+	if err := sandbox.MarkInheritedCloseOnExec(); err != nil {
+		fmt.Fprintln(os.Stderr, "tandem: close inherited descriptors:", err)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tandem-sh/tandem/internal/config"
 	"github.com/tandem-sh/tandem/internal/mcp"
+	"github.com/tandem-sh/tandem/internal/sandbox"
 	"github.com/tandem-sh/tandem/internal/session"
 	"github.com/tandem-sh/tandem/internal/spool"
 	"github.com/tandem-sh/tandem/internal/stdio"
@@ -25,10 +26,11 @@ import (
 )
 
 type serveFlags struct {
-	config   string
-	web      string
-	dataDir  string
-	logLevel string
+	config    string
+	workspace string
+	web       string
+	dataDir   string
+	logLevel  string
 }
 
 func serveCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -45,6 +47,7 @@ func serveCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	}
 	c.Flags().StringVar(&f.config, "config", "", "path of tandem.yaml (default: none, the embedded defaults)")
 	c.Flags().StringVar(&f.web, "web", "127.0.0.1:7777", "address of the browser terminal; a taken port falls back to a free one")
+	c.Flags().StringVar(&f.workspace, "workspace", "", "the local target's workspace, without --config (default: the current directory)")
 	c.Flags().StringVar(&f.dataDir, "data-dir", "", "state directory (default $XDG_STATE_HOME/tandem or ~/.local/state/tandem)")
 	c.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	return c
@@ -56,7 +59,7 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		return err
 	}
 	home, _ := os.UserHomeDir()
-	cfg, err := loadConfig(f.config, home)
+	cfg, err := loadConfig(f.config, f.workspace, home)
 	if err != nil {
 		return err
 	}
@@ -64,11 +67,25 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	if dataDir == "" {
 		dataDir = defaultDataDir(home)
 	}
-	runDir, spoolDir := filepath.Join(dataDir, "run"), filepath.Join(dataDir, "spool")
-	for _, d := range []string{dataDir, runDir, spoolDir} {
+	spoolDir := filepath.Join(dataDir, "spool")
+	for _, d := range []string{dataDir, spoolDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("data dir: %w", err)
 		}
+	}
+	// Session run dirs (FIFOs, TMPDIR) live outside the data dir, in a
+	// private directory of the system temp dir, which no sandbox may read.
+	runDir, err := os.MkdirTemp("", "tandem-run-")
+	if err != nil {
+		return fmt.Errorf("run dir: %w", err)
+	}
+	defer os.RemoveAll(runDir)
+	refused, err := unsafeWorkspaces(cfg, f.config != "" || f.workspace != "", dataDir, runDir)
+	if err != nil {
+		return err
+	}
+	for name, why := range refused {
+		log.Warn("local target refused", "target", name, "why", why)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -107,7 +124,7 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		Audit:    rec.audit,
 		Targets: &target.Resolver{
 			Config: cfg, Stdio: true, Self: self, Home: home, AgentSocket: os.Getenv("SSH_AUTH_SOCK"),
-			RunDir: runDir, Env: shellEnv(), User: currentUser(),
+			RunDir: runDir, Env: shellEnv(), User: currentUser(), Refused: refused,
 		},
 		MonitorURL:        func(key string) string { return web.MonitorURL(base, key) },
 		CommandTimeout:    time.Duration(cfg.Limits.CommandTimeout),
@@ -146,15 +163,59 @@ type webTerminal struct{ *session.Session }
 // Name is the session's name, shown (escaped) on the page.
 func (t webTerminal) Name() string { return t.Session.Name }
 
-func loadConfig(path, home string) (*config.Config, error) {
-	if path == "" {
-		wd, err := os.Getwd()
+func loadConfig(path, workspace, home string) (*config.Config, error) {
+	switch {
+	case path != "" && workspace != "":
+		return nil, errors.New("--workspace applies without --config only; set workspace on the target in tandem.yaml")
+	case path != "":
+		return config.Load(path, home)
+	case workspace != "":
+		abs, err := filepath.Abs(workspace)
 		if err != nil {
 			return nil, err
 		}
-		return config.Default(wd), nil
+		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("--workspace %s is not an existing directory", workspace)
+		}
+		return config.Default(abs), nil
 	}
-	return config.Load(path, home)
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	return config.Default(wd), nil
+}
+
+// unsafeWorkspaces finds sandboxed local targets whose grants would give a
+// session tandem's own state (database, audit, spools, recordings) or the
+// run dirs of other sessions. A workspace chosen on purpose (config file or
+// --workspace) that does this is an error at start; the implicit one (the
+// current directory) is refused only when a session is asked for, with the
+// same message, so that `tandem serve` from $HOME still serves SSH targets.
+func unsafeWorkspaces(cfg *config.Config, chosen bool, dataDir, runDir string) (map[string]string, error) {
+	refused := map[string]string{}
+	for _, t := range cfg.Targets {
+		if t.Kind != "local" || t.Sandbox == "none" {
+			continue
+		}
+		grants := append([]string{t.Workspace}, sandbox.DefaultReadOnly()...)
+		for _, g := range grants {
+			for _, own := range []struct{ what, path string }{{"data dir", dataDir}, {"run dir", runDir}} {
+				if !sandbox.Covers(g, own.path) {
+					continue
+				}
+				why := fmt.Sprintf("local target %q: the sandbox grant %s covers tandem's %s %s, so a session could read or rewrite tandem's own state; "+
+					"pass --workspace DIR with a project directory, or --data-dir outside %s", t.Name, g, own.what, own.path, g)
+				if chosen {
+					return nil, errors.New(why)
+				}
+				if _, seen := refused[t.Name]; !seen {
+					refused[t.Name] = why
+				}
+			}
+		}
+	}
+	return refused, nil
 }
 
 func defaultDataDir(home string) string {

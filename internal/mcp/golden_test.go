@@ -22,6 +22,7 @@ var volatile = map[string]bool{
 	"sessionToken": true, "createdAt": true, "lastActivity": true, "timestamp": true,
 	"userActivitySince": true, "runningSince": true, "endedAt": true, "durationMs": true,
 	"duration": true, "commandId": true, "uri": true, "monitoringUrl": true, "cwd": true,
+	"sandbox": true, // depends on the kernel; TestConnectReportsSandbox checks it
 }
 
 var tempPath = regexp.MustCompile(`/tmp/[^\s"']+`)

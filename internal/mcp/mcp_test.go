@@ -2,6 +2,7 @@ package mcp_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -266,5 +267,26 @@ func TestHostilePageNumbers(t *testing.T) {
 	}
 	if r := mcptest.Result(t, exec(t, c, s, "echo alive")); r["stdout"] != "alive\n" {
 		t.Fatalf("session after hostile pages: %v", r)
+	}
+}
+
+// TestConnectReportsSandbox: a local session's connect reply says what the
+// sandbox enforces on this kernel.
+func TestConnectReportsSandbox(t *testing.T) {
+	f := newServer(t, 0)
+	c := f.client(t)
+	r := mcptest.MustOK(t, c.Call(t, "ssh_connect", map[string]any{"name": "sb"}))
+	got, _ := json.Marshal(r["sandbox"])
+	want, _ := json.Marshal(sandbox.Describe(false))
+	var wantMap any
+	_ = json.Unmarshal(want, &wantMap)
+	want, _ = json.Marshal(wantMap)
+	if string(got) != string(want) {
+		t.Fatalf("sandbox = %s, want %s", got, want)
+	}
+	var e sandbox.Enforcement
+	_ = json.Unmarshal(got, &e)
+	if e.LandlockABI < 4 || !strings.HasPrefix(e.TCP, "denied") || len(e.NotEnforced) == 0 {
+		t.Fatalf("sandbox description: %+v", e)
 	}
 }

@@ -80,11 +80,15 @@ func (s *Server) connect(ctx context.Context, c session.Caller, a connectArgs) (
 		return nil, err
 	}
 	noteSession(ctx, sess)
-	return ok(reply{
+	r := reply{
 		"connection":   connection(sess.Info()),
 		"sessionToken": tok,
 		"message":      "Session created. Use sessionToken for all subsequent commands.",
-	}), nil
+	}
+	if t.Sandbox != nil {
+		r["sandbox"] = t.Sandbox
+	}
+	return ok(r), nil
 }
 
 func connection(i session.Info) reply {

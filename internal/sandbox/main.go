@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -50,6 +51,11 @@ func Main(args []string) int {
 	}
 	if err := dropCapabilities(); err != nil {
 		return fail(exitRefused, fmt.Errorf("refusing to run %s: drop capabilities: %w", argv[0], err))
+	}
+	// Whatever tandem's own parent left open (a file, a socket) must not
+	// reach the program: it would be a way around the policy.
+	if err := closeInherited(); err != nil {
+		return fail(exitRefused, fmt.Errorf("refusing to run %s: close inherited fds: %w", argv[0], err))
 	}
 	err = syscall.Exec(path, argv, os.Environ())
 	return fail(exitNoExec, fmt.Errorf("exec %s: %w", path, err))
@@ -106,6 +112,38 @@ func dropCapabilities() error {
 	var none [2]unix.CapUserData
 	if err := unix.Capset(&hdr, &none[0]); err != nil {
 		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
+}
+
+// closeInherited marks every descriptor above stderr close-on-exec, so the
+// program starts with stdin, stdout and stderr only. The launcher's own
+// descriptors stay usable until the exec.
+func closeInherited() error {
+	err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err == nil {
+		return nil
+	}
+	return MarkInheritedCloseOnExec() // kernels before 5.11
+}
+
+// MarkInheritedCloseOnExec sets close-on-exec on every open descriptor
+// above stderr, by listing /proc/self/fd. tandem calls it first thing, so
+// descriptors its parent leaked to it never reach a shell.
+func MarkInheritedCloseOnExec() error {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd <= 2 {
+			continue
+		}
+		// The directory's own descriptor is closed by now: EBADF is fine.
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil && !errors.Is(err, unix.EBADF) {
+			return fmt.Errorf("fd %d: %w", fd, err)
+		}
 	}
 	return nil
 }

@@ -11,8 +11,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 )
@@ -46,17 +48,55 @@ type Policy struct {
 }
 
 // DefaultReadOnly returns the system directories a shell needs to find and
-// run programs, libraries and configuration. /tmp is included so that
-// `cd /tmp` and reading shared temp files work; writing there is not
-// allowed (TMPDIR should point at a read-write directory instead). Home
-// directories (/root, /home) are deliberately absent, and so is /dev: the
-// launcher grants the harmless terminal and null devices one by one rather
-// than the whole of /dev, which holds raw disks and memory devices.
+// run programs, libraries and configuration. The shared temp directories
+// (/tmp, /var/tmp, /dev/shm) are deliberately absent: other sessions' and
+// other programs' files live there, so each session gets a private TMPDIR
+// instead. /var is granted child by child for the same reason. Home
+// directories (/root, /home) are absent too, and so is /dev: the launcher
+// grants the harmless terminal and null devices one by one rather than the
+// whole of /dev, which holds raw disks and memory devices.
 func DefaultReadOnly() []string {
-	return []string{
+	ro := []string{
 		"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-		"/etc", "/opt", "/var", "/tmp", "/proc", "/sys", "/run",
+		"/etc", "/opt", "/proc", "/sys", "/run",
 	}
+	return append(ro, varChildren("/var")...)
+}
+
+// varChildren lists dir's entries except its temp directory.
+func varChildren(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if e.Name() != "tmp" {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out
+}
+
+// Covers reports whether a path granted to a sandbox (dir, read-only or
+// read-write) gives access to target: target is dir or lies under it. Both
+// are compared after resolving symlinks where they exist.
+func Covers(dir, target string) bool {
+	dir, target = resolved(dir), resolved(target)
+	rel, err := filepath.Rel(dir, target)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
+}
+
+// resolved is p with symlinks resolved as far as the path exists.
+func resolved(p string) string {
+	p = filepath.Clean(p)
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	if parent := filepath.Dir(p); parent != p {
+		return filepath.Join(resolved(parent), filepath.Base(p))
+	}
+	return p
 }
 
 // Command returns the command that runs argv confined by p: self (the

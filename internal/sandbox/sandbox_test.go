@@ -182,11 +182,10 @@ func TestMainConfines(t *testing.T) {
 	}
 }
 
-// TestMainKeepsInheritedFiles checks that a descriptor passed with
-// ExtraFiles reaches the program through the launcher and can be reopened
-// as /dev/fd/N inside the sandbox: the local shell integration delivers
-// its rc file (and the nonce in it) that way.
-func TestMainKeepsInheritedFiles(t *testing.T) {
+// TestMainClosesInheritedFiles checks that a descriptor the launcher
+// inherited (a file, a socket) does not reach the program: it would be a
+// way around the policy (issue 6 item 2).
+func TestMainClosesInheritedFiles(t *testing.T) {
 	if err := (Policy{}).Supported(); err != nil {
 		testenv.Missing(t, "%v", err)
 	}
@@ -195,7 +194,7 @@ func TestMainKeepsInheritedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	cmd, err := Command(self, Policy{ReadOnly: DefaultReadOnly()}, []string{"cat", "/dev/fd/3"})
+	cmd, err := Command(self, Policy{ReadOnly: DefaultReadOnly()}, []string{"sh", "-c", "cat <&3 && echo leaked; ls /proc/self/fd"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,9 +203,13 @@ func TestMainKeepsInheritedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Close()
-	out, err := cmd.CombinedOutput()
-	if err != nil || string(out) != "rc text\n" {
-		t.Fatalf("cat /dev/fd/3: %q, %v", out, err)
+	out, err := cmd.Output()
+	if err != nil || strings.Contains(string(out), "leaked") || strings.Contains(string(out), "rc text") {
+		t.Fatalf("the inherited descriptor reached the program: %q, %v", out, err)
+	}
+	// sh's own fds: 0-2 and the one ls lists /proc/self/fd with.
+	if fds := strings.Fields(string(out)); len(fds) > 4 {
+		t.Fatalf("open descriptors in the sandbox: %v", fds)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"sync"
@@ -263,9 +264,25 @@ func (m *Manager) Recording(key string) (name, path string, ok bool) {
 		return s.Name, s.recPath, true
 	}
 	if m.opts.Journal != nil {
-		return m.opts.Journal.Replay(context.Background(), h)
+		name, path, ok := m.opts.Journal.Replay(context.Background(), h)
+		if ok && !m.isRecording(path) {
+			m.log.Warn("refusing a replay outside the recordings directory", "path", path)
+			return "", "", false
+		}
+		return name, path, ok
 	}
 	return "", "", false
+}
+
+// recordingName is what record names a cast: the session id, hex.
+var recordingName = regexp.MustCompile(`^[0-9a-f]{16}\.cast$`)
+
+// isRecording reports whether path is one of this data dir's recordings.
+// The path comes from the database, which is a file like any other: a
+// rewritten row must not make the replay page serve an arbitrary file.
+func (m *Manager) isRecording(path string) bool {
+	return m.opts.RecordingsDir != "" && filepath.Dir(path) == filepath.Clean(m.opts.RecordingsDir) &&
+		recordingName.MatchString(filepath.Base(path))
 }
 
 // ByMonitorKey finds the session a capability key opens.

@@ -38,6 +38,8 @@ type Target struct {
 	Port     int
 	Username string
 	Dialer   shell.Dialer
+	// Sandbox describes what confines a sandboxed local shell; nil otherwise.
+	Sandbox any
 }
 
 // Status values reported for sessions.

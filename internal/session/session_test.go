@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -181,5 +182,39 @@ func TestRunningCommandIsNotIdle(t *testing.T) {
 	}
 	if m.Count() != 0 || s.EndReason() != session.EndIdleTimeout {
 		t.Errorf("after the command ended: %d live, reason %q", m.Count(), s.EndReason())
+	}
+}
+
+// replayJournal returns a recording path as a rewritten database row would.
+type replayJournal struct {
+	session.Journal
+	path string
+}
+
+func (j replayJournal) Replay(ctx context.Context, keyHash [32]byte) (string, string, bool) {
+	return "s", j.path, true
+}
+
+// TestReplayOnlyFromRecordings: a recording path from the database is
+// served only if it names a recording in the recordings directory (issue 6
+// item 1: a sandbox that rewrote replays.recording_path could make the
+// replay page serve any file).
+func TestReplayOnlyFromRecordings(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		path string
+		ok   bool
+	}{
+		{filepath.Join(dir, "0123456789abcdef.cast"), true},
+		{"/etc/shadow", false},
+		{filepath.Join(dir, "..", "x", "0123456789abcdef.cast"), false},
+		{filepath.Join(dir, "notes.txt"), false},
+	} {
+		m := session.NewManager(&session.Options{RecordingsDir: dir, Journal: replayJournal{path: tc.path}})
+		_, path, ok := m.Recording("key")
+		if ok != tc.ok || (ok && path != tc.path) {
+			t.Errorf("%s: ok %v path %q", tc.path, ok, path)
+		}
+		m.Shutdown()
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tandem-sh/tandem/internal/term"
 	"strconv"
 	"strings"
 	"syscall"
@@ -103,9 +104,10 @@ type agentRun struct {
 	busyLine   string
 	preempt    bool // a human command started before the line was staged
 	streams    [2]streamState
-	echoTail   []byte // stderr echo since the last B mark (syntax errors)
-	hooks      bool   // the prompt came back without tandem's hooks
-	incomplete bool   // bash asked for a continuation line
+	echoTail   []byte         // stderr echo since the last B mark (syntax errors)
+	hooks      bool           // the prompt came back without tandem's hooks
+	incomplete bool           // bash asked for a continuation line
+	tentative  [2]*term.Event // end marks read while a program held the terminal
 	onOutput   func(stream int, p []byte)
 }
 

@@ -419,3 +419,17 @@ func TestHumanExitIsReported(t *testing.T) {
 		t.Fatalf("Err = %v, want a shell exit with status 4", err)
 	}
 }
+
+// TestPromptCommandProgramsDoNotStall: a PROMPT_COMMAND that runs programs
+// holds the terminal while tandem reads the end marks; the commands still
+// end, with their own status.
+func TestPromptCommandProgramsDoNotStall(t *testing.T) {
+	h := start(t, &local.Options{NoSandbox: true, Workspace: t.TempDir()})
+	h.exec(t, `PROMPT_COMMAND+=('sleep 0.02; /bin/true')`)
+	for i := range 20 {
+		rec := h.exec(t, fmt.Sprintf("echo %d; (exit %d)", i, i%3))
+		if rec.Stdout.String() != fmt.Sprintf("%d\n", i) || rec.ExitCode != i%3 {
+			t.Fatalf("round %d: %q exit %d", i, rec.Stdout.String(), rec.ExitCode)
+		}
+	}
+}

@@ -34,6 +34,7 @@ func (s *Shell) event(e *term.Event) {
 	case term.Private:
 		s.private(e)
 	case term.InputStart:
+		s.confirmEnds()
 		if s.fresh {
 			s.fresh, s.atPrompt, s.cont = false, true, false
 			if s.relay != nil {

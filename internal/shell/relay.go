@@ -139,19 +139,31 @@ func (s *Shell) readRelay(r io.Reader, stream int) {
 
 // relayEvent advances the current agent command on a trusted relay mark;
 // s.mu is held. fg says whether the shell held the terminal when the mark
-// was read: the shell writes its end marks from PROMPT_COMMAND, in the
-// foreground, so an end mark read while a program holds the terminal was
-// forged by that program (one that read the nonce from the shell's memory),
-// unless a viewer typed meanwhile and may have started the next command.
+// was read. The shell writes its end marks from PROMPT_COMMAND, in the
+// foreground; an end mark read while a program holds the terminal may be
+// forged by that program (one that read the nonce from the shell's memory)
+// or may be real, with a program of the user's PROMPT_COMMAND already in
+// the foreground. Such a mark is tentative: output keeps being captured, a
+// later end mark replaces it, and it counts once the shell shows its next
+// prompt (see confirmEnds). A viewer's typing since the command began
+// makes it count at once: their next command may hold the terminal.
 func (s *Shell) relayEvent(stream int, ev *term.Event, fg bool) {
 	a := s.agent
 	if a == nil || a.phase < phaseStaging || a.phase == phaseDone {
 		return
 	}
 	st := &a.streams[stream]
-	ending := ev.Kind == term.PromptStart || (ev.Kind == term.Private && ev.Text == "eom")
-	if ending && !fg && !s.inputAt.After(a.rec.Started) {
-		s.log.Warn("shell: ignored an end mark in the relay printed while a program held the terminal")
+	trusted := fg || s.inputAt.After(a.rec.Started)
+	if ev.Kind == term.Private && ev.Text == "eom" && *st != streamWaiting && *st != streamClosed {
+		if !trusted {
+			s.log.Warn("shell: an end mark arrived while a program held the terminal; it counts only once the prompt is back", "stream", stream)
+			a.tentative[stream] = ev
+			return
+		}
+		a.tentative[stream] = nil
+	}
+	if ev.Kind == term.PromptStart && *st == streamCapture && !trusted {
+		s.log.Warn("shell: ignored a prompt mark in the relay printed while a program held the terminal")
 		return
 	}
 	switch {
@@ -212,6 +224,34 @@ func (s *Shell) abortContinuation(a *agentRun) {
 		s.log.Warn("shell: Ctrl-C at the continuation prompt had no effect yet; pressing it again")
 	}
 }
+
+// confirmEnds applies the tentative end marks of the current command once
+// the shell has drawn its prompt, after a moment in which a later (real)
+// end mark still in the relay can replace them; s.mu is held.
+func (s *Shell) confirmEnds() {
+	a := s.agent
+	if a == nil || (a.tentative[0] == nil && a.tentative[1] == nil) {
+		return
+	}
+	time.AfterFunc(confirmDelay, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.agent != a {
+			return
+		}
+		for stream, ev := range a.tentative {
+			if ev != nil {
+				a.tentative[stream] = nil
+				s.relayEvent(stream, ev, true)
+			}
+		}
+		s.changed.Broadcast()
+	})
+}
+
+// confirmDelay is how long a tentative end mark waits, after the prompt,
+// for the relay to deliver a later one.
+const confirmDelay = 100 * time.Millisecond
 
 // endAgent takes the command's result from the stderr end mark (ev) and
 // closes both streams if hooksGone; s.mu is held.

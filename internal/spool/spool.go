@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 )
 
 // Dir creates Files. A nil *Dir keeps everything in memory (tests only).
@@ -99,7 +100,7 @@ func (f *File) spill() error {
 	if err := f.dir.ensure(); err != nil {
 		return fmt.Errorf("spool %s: %w", f.name, err)
 	}
-	fd, err := os.OpenFile(f.path(), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	fd, err := os.OpenFile(f.path(), os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return fmt.Errorf("spool %s: %w", f.name, err)
 	}

@@ -94,3 +94,25 @@ func TestNilIsEmpty(t *testing.T) {
 		t.Error("nil File is not an empty stream")
 	}
 }
+
+// TestSpillNeverFollowsSymlinks: a symlink planted at a spool file's name
+// (by anything that could write the spool dir) is not followed: the
+// target stays untouched and the stream reports the error.
+func TestSpillNeverFollowsSymlinks(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(target, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(dir, "x.stdout")); err != nil {
+		t.Fatal(err)
+	}
+	f := (&spool.Dir{Path: dir, Inline: 4}).New("x.stdout")
+	_, _ = f.Write([]byte("0123456789"))
+	if b, _ := os.ReadFile(target); string(b) != "keep" {
+		t.Fatalf("the symlink was followed: target now %q", b)
+	}
+	if f.Err() == nil {
+		t.Fatal("no error reported for the refused spill")
+	}
+}

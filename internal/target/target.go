@@ -55,6 +55,9 @@ type Resolver struct {
 	Env []string
 	// User is the server's user name, reported for local sessions.
 	User string
+	// Refused maps local targets that must not start sessions to why (their
+	// workspace would expose tandem's own state to the sandbox).
+	Refused map[string]string
 }
 
 // DefaultName is the target used when ssh_connect names none: the only
@@ -86,6 +89,9 @@ func (r *Resolver) Named(name string) (session.Target, error) {
 	keepalive := time.Duration(r.Config.Limits.KeepaliveInterval)
 	switch t.Kind {
 	case "local":
+		if why, bad := r.Refused[name]; bad {
+			return session.Target{}, fmt.Errorf("%w: %s", ErrSandboxUnavailable, why)
+		}
 		o := &local.Options{
 			Workspace: t.Workspace, Network: t.Network, NoSandbox: t.Sandbox == "none",
 			Self: r.Self, RunDirParent: r.RunDir, Env: r.Env,
@@ -95,7 +101,11 @@ func (r *Resolver) Named(name string) (session.Target, error) {
 				return session.Target{}, fmt.Errorf("%w: target %q needs Landlock: %v; set sandbox: none on the target to run it unconfined", ErrSandboxUnavailable, name, err)
 			}
 		}
-		return session.Target{Name: name, Kind: "local", Host: "localhost", Username: r.User, Dialer: o}, nil
+		t := session.Target{Name: name, Kind: "local", Host: "localhost", Username: r.User, Dialer: o}
+		if !o.NoSandbox {
+			t.Sandbox = sandbox.Describe(o.Network)
+		}
+		return t, nil
 	default:
 		o := &sshconn.Options{
 			Host: t.Host, Port: t.Port, User: t.User, KeyFile: t.KeyFile, UseAgent: t.UseAgent,

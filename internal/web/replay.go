@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -39,7 +40,7 @@ func (s *Server) serveCast(w http.ResponseWriter, r *http.Request) {
 		s.serveNotFound(w, r)
 		return
 	}
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		s.log.Warn("web: recording not servable", "path", path, "err", err)
 		s.serveNotFound(w, r)
