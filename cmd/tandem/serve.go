@@ -114,7 +114,7 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	})
 	webDone := make(chan error, 1)
 	go func() {
-		webDone <- web.New(webSessions{sessions}, &web.Options{Logger: log, Recordings: sessions}).Serve(ctx, ln)
+		webDone <- web.New(webSessions{sessions}, &web.Options{Logger: log, Recordings: sessions, PublicHosts: cfg.Web.PublicHosts}).Serve(ctx, ln)
 	}()
 	leasesDone := make(chan struct{})
 	go func() { sessions.Run(ctx); close(leasesDone) }()

@@ -27,6 +27,32 @@ type Config struct {
 	// AllowAdHoc lets ssh_connect take host parameters instead of a target
 	// name. Nil means the default: allowed over stdio.
 	AllowAdHoc *bool `yaml:"allowAdHoc"`
+	// Web configures the browser terminal's listener.
+	Web Web `yaml:"web"`
+	// Audit says what happens when the audit log cannot be written.
+	Audit Audit `yaml:"audit"`
+}
+
+// Web configures the browser terminal.
+type Web struct {
+	// PublicHosts are the names (besides loopback ones) that browsers may
+	// use to reach the terminal, e.g. a reverse proxy's. Requests naming any
+	// other host are refused.
+	PublicHosts []string `yaml:"publicHosts"`
+}
+
+// The values of audit.onFailure.
+const (
+	AuditRefuse   = "refuse"
+	AuditContinue = "continue"
+)
+
+// Audit configures the audit log.
+type Audit struct {
+	// OnFailure is "refuse" (the default: a call whose audit record cannot
+	// be written runs nothing and answers audit_unavailable) or "continue"
+	// (the call runs and its reply carries auditError).
+	OnFailure string `yaml:"onFailure"`
 }
 
 // Target is one configured place to run a shell.
@@ -127,6 +153,9 @@ func (c *Config) fill() {
 	if l.InlineOutputBytes == 0 {
 		l.InlineOutputBytes = 1 << 20
 	}
+	if c.Audit.OnFailure == "" {
+		c.Audit.OnFailure = AuditRefuse
+	}
 	for i := range c.Targets {
 		t := &c.Targets[i]
 		if t.Kind == "ssh" && t.Port == 0 {
@@ -202,6 +231,14 @@ func (c *Config) validate(base, home string) error {
 	}
 	if l.InlineOutputBytes < 1024 {
 		bad("limits.inlineOutputBytes", "must be at least 1024, got %d", l.InlineOutputBytes)
+	}
+	if c.Audit.OnFailure != AuditRefuse && c.Audit.OnFailure != AuditContinue {
+		bad("audit.onFailure", "must be refuse or continue, got %q", c.Audit.OnFailure)
+	}
+	for i, h := range c.Web.PublicHosts {
+		if h == "" || strings.ContainsAny(h, "/:@ ") {
+			bad(fmt.Sprintf("web.publicHosts[%d]", i), "must be a bare host name, got %q", h)
+		}
 	}
 	return errors.Join(errs...)
 }

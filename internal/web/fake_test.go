@@ -187,7 +187,7 @@ func startReplayServer(t *testing.T, s sessions, r web.Recordings) string {
 
 // startStoppable serves s and the recordings r (nil for none), and returns
 // the base URL and a func that stops the server and returns what Serve returned.
-func startStoppable(t *testing.T, s sessions, r web.Recordings) (string, func() error) {
+func startStoppable(t *testing.T, s sessions, r web.Recordings, public ...string) (string, func() error) {
 	t.Helper()
 	log := testLogger(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -195,7 +195,7 @@ func startStoppable(t *testing.T, s sessions, r web.Recordings) (string, func() 
 	if err != nil {
 		t.Fatalf("Listen: %v", err)
 	}
-	srv := web.New(s, &web.Options{Logger: log, Recordings: r})
+	srv := web.New(s, &web.Options{Logger: log, Recordings: r, PublicHosts: public})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, ln) }()
 	return "http://" + ln.Addr().String(), func() error {

@@ -123,3 +123,45 @@ func checkPageSafe(t *testing.T, page, name string) {
 		t.Errorf("page has inline script:\n%s", page)
 	}
 }
+
+// TestHostHeaderChecked: only loopback names and configured public names
+// are served, on every route, so a DNS-rebound page of another site cannot
+// talk to tandem (issue 6 item 6).
+func TestHostHeaderChecked(t *testing.T) {
+	base, stop := startStoppable(t, sessions{testKey: newFakeTerm("s")}, nil, "Tandem.Example.com")
+	t.Cleanup(func() { _ = stop() })
+	_, port, _ := strings.Cut(strings.TrimPrefix(base, "http://"), ":")
+	for _, tc := range []struct {
+		host string
+		ok   bool
+	}{
+		{"127.0.0.1:" + port, true},
+		{"localhost:" + port, true},
+		{"LOCALHOST", true},
+		{"127.0.0.2", true},
+		{"[::1]:" + port, true},
+		{"tandem.example.com", true},
+		{"TANDEM.EXAMPLE.COM:443", true},
+		{"evil.example.com:" + port, false},
+		{"attacker.localhost.evil.com", false},
+		{"192.168.1.10:" + port, false},
+	} {
+		for _, path := range []string{"/s/" + testKey, "/s/" + testKey + "/ws", "/s/" + testKey + "/cast", "/assets/terminal.js"} {
+			req, _ := http.NewRequest("GET", base+path, nil)
+			req.Host = tc.host
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatalf("%s %s: %v", tc.host, path, err)
+			}
+			b := body(t, resp)
+			resp.Body.Close()
+			refused := resp.StatusCode == http.StatusMisdirectedRequest
+			if refused == tc.ok {
+				t.Errorf("Host %q %s: status %d", tc.host, path, resp.StatusCode)
+			}
+			if refused && !strings.Contains(b, "publicHosts") {
+				t.Errorf("refusal does not say what to do: %q", b)
+			}
+		}
+	}
+}

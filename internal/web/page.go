@@ -1,8 +1,11 @@
 package web
 
 import (
+	"fmt"
+	"net"
 	"net/http"
 	"path"
+	"strings"
 )
 
 // contentSecurityPolicy lets scripts, styles and connections come only from
@@ -15,6 +18,42 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 
 // secureHeaders sets the headers every response carries. Referrer-Policy
 // keeps the capability key in the URL from leaving in a Referer.
+// checkHost refuses a request whose Host is neither a loopback name nor
+// one of public, before any route sees it.
+func checkHost(public []string, h http.Handler) http.Handler {
+	allowed := map[string]bool{}
+	for _, p := range public {
+		allowed[strings.ToLower(strings.TrimSuffix(p, "."))] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hostAllowed(r.Host, allowed) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusMisdirectedRequest)
+			fmt.Fprintf(w, "tandem does not serve the host %q. Open the monitoring URL exactly as tandem gave it (a loopback address), or add this name to web.publicHosts in tandem.yaml.\n", r.Host)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// hostAllowed reports whether a Host header names loopback or an allowed
+// public name. Port is ignored; names compare case-insensitively.
+func hostAllowed(hostport string, public map[string]bool) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	if host == "" {
+		return false
+	}
+	if host == "localhost" || public[host] {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 func secureHeaders(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hd := w.Header()

@@ -54,6 +54,11 @@ type Options struct {
 	// Recordings lets a monitoring URL replay its session after it ended.
 	// Nil means no replay: the URL of an ended session is not found.
 	Recordings Recordings
+	// PublicHosts are the host names, besides loopback ones, that requests
+	// may name in their Host header (a reverse proxy's public name). Any
+	// other Host is refused, which defeats DNS rebinding: a page of another
+	// site whose name was re-pointed at 127.0.0.1 still sends its own name.
+	PublicHosts []string
 }
 
 // Server serves monitoring pages and their WebSockets for the sessions it
@@ -99,7 +104,7 @@ func New(s Sessions, opts *Options) *Server {
 	mux.HandleFunc("GET /s/{key}/cast", srv.serveCast)
 	mux.Handle("GET /assets/", srv.staticFiles(http.FileServerFS(assets)))
 	mux.HandleFunc("/", srv.serveNotFound)
-	srv.handler = secureHeaders(mux)
+	srv.handler = checkHost(o.PublicHosts, secureHeaders(mux))
 	return srv
 }
 
