@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"net"
@@ -10,9 +12,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tandem-sh/tandem/internal/store"
 	"github.com/tandem-sh/tandem/internal/testenv"
 )
 
@@ -295,5 +301,135 @@ func TestSandboxReachesNoSharedTemp(t *testing.T) {
 		if res["exitCode"] == 0.0 {
 			t.Errorf("session b ran %q: %v", probe, res)
 		}
+	}
+}
+
+// lockDB holds tandem.db's write lock from another connection, as another
+// process would, until the returned func is called.
+func lockDB(t *testing.T, dataDir string) func() {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(dataDir, store.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
+			_ = conn.Close()
+			_ = db.Close()
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// TestAuditUnavailableRunsNothing: while the audit log cannot be written,
+// a call runs nothing and says audit_unavailable, within its own timeout;
+// with audit.onFailure: continue it runs and reports auditError (issue 6
+// item 18).
+func TestAuditUnavailableRunsNothing(t *testing.T) {
+	for _, mode := range []string{"", "continue"} {
+		t.Run("mode="+mode, func(t *testing.T) {
+			t.Parallel()
+			o := serverOpts{}
+			if mode != "" {
+				o.config = "targets:\n  - name: local\n    kind: local\n    workspace: .\naudit:\n  onFailure: " + mode + "\n"
+				o.dir = t.TempDir()
+			}
+			s := localSession(t, o)
+			dir := cwdOf(t, s)
+			release := lockDB(t, s.srv.dataDir)
+			start := time.Now()
+			r := s.exec(t, "touch ran", 2)
+			took := time.Since(start)
+			_, statErr := os.Stat(filepath.Join(dir, "ran"))
+			if mode == "" {
+				wantError(t, r, "audit_unavailable")
+				if statErr == nil {
+					t.Error("the command ran although it could not be audited")
+				}
+				if took > 4*time.Second {
+					t.Errorf("refused after %v; the call's timeout was 2s", took)
+				}
+			} else {
+				mustOK(t, r)
+				if r["auditError"] == nil || statErr != nil {
+					t.Errorf("continue: %v (ran: %v)", r, statErr == nil)
+				}
+			}
+			release()
+			mustOK(t, s.exec(t, "true"))
+		})
+	}
+}
+
+// cwdOf is the session's working directory, where its files land.
+func cwdOf(t *testing.T, s sess) string {
+	t.Helper()
+	info := mustOK(t, s.srv.call(t, "ssh_list_sessions", map[string]any{}))
+	for _, x := range info["sessions"].([]any) {
+		m := x.(map[string]any)
+		if m["name"] == s.name {
+			return str(m["cwd"])
+		}
+	}
+	t.Fatalf("session %s not listed", s.name)
+	return ""
+}
+
+// TestClientCancelInterrupts: notifications/cancelled for a running
+// ssh_exec interrupts the command, the audit records "cancelled", and the
+// session takes the next command (issue 6 item 14).
+func TestClientCancelInterrupts(t *testing.T) {
+	s := localSession(t, serverOpts{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.srv.cs.CallTool(ctx, &sdk.CallToolParams{Name: "ssh_exec", Arguments: map[string]any{
+			"sessionName": s.name, "sessionToken": s.tok, "command": "echo started > started; sleep 60"}})
+		done <- err
+	}()
+	dir := cwdOf(t, s)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	// The session is usable again within the cancel grace.
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		r := s.exec(t, "echo next")
+		if r["success"] == true {
+			break
+		}
+		if r["error"] != "session_busy" || time.Now().After(deadline) {
+			t.Fatalf("after cancel: %v", r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(s.srv.dataDir, store.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var outcome string
+	err = db.QueryRow(`SELECT outcome FROM audit WHERE tool = 'ssh_exec' AND args LIKE '%sleep 60%'`).Scan(&outcome)
+	if err != nil || outcome != "cancelled" {
+		t.Fatalf("audit outcome %q (%v), want cancelled", outcome, err)
 	}
 }

@@ -120,8 +120,9 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	go func() { sessions.Run(ctx); close(leasesDone) }()
 
 	srv := mcp.New(mcp.Deps{
-		Sessions: sessions,
-		Audit:    rec.audit,
+		Sessions:      sessions,
+		Audit:         rec.audit,
+		AuditContinue: cfg.Audit.OnFailure == config.AuditContinue,
 		Targets: &target.Resolver{
 			Config: cfg, Stdio: true, Self: self, Home: home, AgentSocket: os.Getenv("SSH_AUTH_SOCK"),
 			RunDir: runDir, Env: shellEnv(), User: currentUser(), Refused: refused,

@@ -56,6 +56,9 @@ type AuditStore interface {
 	// AppendAudit runs build with the current head and inserts its result,
 	// atomically across processes, returning after the commit.
 	AppendAudit(ctx context.Context, build func(head store.AuditHead) (Record, error)) (Record, error)
+	// Writable takes and releases the write lock, waiting no longer than
+	// ctx allows: it tells whether an append would get through now.
+	Writable(ctx context.Context) error
 }
 
 // Log appends records to the chain. It is safe for concurrent use, and
@@ -66,6 +69,16 @@ type Log struct {
 
 // New returns a Log writing to st.
 func New(st AuditStore) *Log { return &Log{st: st} }
+
+// Ready reports whether a record could be appended now, waiting for the
+// store's write lock no longer than ctx allows. A caller that must not act
+// unrecorded checks it before acting.
+func (l *Log) Ready(ctx context.Context) error {
+	if err := l.st.Writable(ctx); err != nil {
+		return fmt.Errorf("audit log not writable: %w", err)
+	}
+	return nil
+}
 
 // Append redacts r's Args, links r to the head of the chain, and stores it
 // in one transaction. It returns the record as stored (with Seq, PrevHash

@@ -33,6 +33,8 @@ const (
 	codeHostKey            = "host_key_rejected"
 	codeConnectFailed      = "connect_failed"
 	codeSandboxUnavailable = "sandbox_unavailable"
+	codeAuditUnavailable   = "audit_unavailable"
+	codeCancelled          = "cancelled"
 	codeInternal           = "internal_error"
 )
 
@@ -115,6 +117,8 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 		return fail(codeCaptureFailed, "The command's output could not be captured: "+err.Error()+". What was captured is in partial; the session stays usable.", extra)
 	case errors.Is(err, shell.ErrConnectionLost):
 		return fail(codeConnectionLost, "The connection to the session's shell was lost: "+err.Error()+". Call ssh_connect again to start a new session.", nil)
+	case errors.Is(err, context.Canceled):
+		return fail(codeCancelled, "The call was cancelled by the client; its command was interrupted.", extra)
 	case errors.Is(err, shell.ErrNotRunning):
 		return fail(codeNotRunning, "No command of yours is running in this session, so there is nothing to cancel.", nil)
 	case errors.Is(err, sshconn.ErrTimeout) || errors.Is(err, context.DeadlineExceeded):

@@ -39,6 +39,8 @@ type Sessions interface {
 // Auditor records tool calls durably: Append returns once committed.
 type Auditor interface {
 	Append(ctx context.Context, r audit.Record) (audit.Record, error)
+	// Ready tells, within ctx, whether a record could be appended now.
+	Ready(ctx context.Context) error
 }
 
 // Targets resolves where a new session runs.
@@ -54,6 +56,10 @@ type Deps struct {
 	Targets  Targets
 	// Audit, if set, receives one record per tool call.
 	Audit Auditor
+	// AuditContinue runs calls whose audit record cannot be written (the
+	// reply carries auditError). By default such a call runs nothing and
+	// answers audit_unavailable: what cannot be recorded does not happen.
+	AuditContinue bool
 	// MonitorURL turns a session's capability key into its browser URL.
 	MonitorURL func(key string) string
 	// Tenant names the tenant of every caller (one per server for now).
@@ -138,7 +144,26 @@ type call struct {
 	target    string
 	exit      *int
 	bytes     int64
-	decoded   bool // the arguments passed strict decoding
+	decoded   bool          // the arguments passed strict decoding
+	budget    time.Duration // the call's own timeout: no audit wait exceeds it
+	skipAudit bool          // the audit log was found unwritable before the call
+}
+
+// timeouter is implemented by arguments that carry their own timeout.
+type timeouter interface{ callTimeout() time.Duration }
+
+// auditWaitMax bounds any wait for the audit log, whatever the call's timeout.
+const auditWaitMax = 10 * time.Second
+
+// auditReady checks, within the call's budget, that its record can be
+// written; with audit.onFailure: continue it always passes.
+func (s *Server) auditReady(ctx context.Context, budget time.Duration) error {
+	if s.deps.Audit == nil || s.deps.AuditContinue {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(max(budget, time.Second), auditWaitMax))
+	defer cancel()
+	return s.deps.Audit.Ready(ctx)
 }
 
 type callKey struct{}
@@ -179,6 +204,16 @@ func handler[A any](s *Server, name string, run func(ctx context.Context, c sess
 			return
 		}
 		info.decoded = true
+		info.budget = s.deps.CommandTimeout
+		if t, ok := any(a).(timeouter); ok && t.callTimeout() > 0 {
+			info.budget = t.callTimeout()
+		}
+		if auditErr := s.auditReady(ctx, info.budget); auditErr != nil {
+			s.log.Error("audit log unavailable; refusing the call", "tool", name, "err", auditErr)
+			info.skipAudit = true
+			r = fail(codeAuditUnavailable, "The audit log cannot be written right now ("+auditErr.Error()+"), and tandem runs nothing it cannot record. Retry shortly; if it persists, check the data dir's disk and whether another process holds tandem.db locked.", nil).reply()
+			return
+		}
 		out, runErr := run(ctx, c, a)
 		if runErr != nil {
 			r = s.failure(c, runErr).reply()
@@ -211,7 +246,7 @@ func (s *Server) audit(ctx context.Context, c session.Caller, tool string, info 
 		info.session = named.SessionName + named.Name
 	}
 	s.log.Debug("tool call", "tool", tool, "ms", time.Since(start).Milliseconds(), "outcome", outcome)
-	if s.deps.Audit == nil {
+	if s.deps.Audit == nil || info.skipAudit {
 		return
 	}
 	var args json.RawMessage
@@ -223,7 +258,9 @@ func (s *Server) audit(ctx context.Context, c session.Caller, tool string, info 
 		Target: info.target, Tool: tool, Event: event, Args: args, Outcome: outcome,
 		ExitCode: info.exit, DurationMs: time.Since(start).Milliseconds(), Bytes: info.bytes,
 	}
-	if _, err := s.deps.Audit.Append(context.WithoutCancel(ctx), rec); err != nil {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(max(info.budget, time.Second), auditWaitMax))
+	defer cancel()
+	if _, err := s.deps.Audit.Append(actx, rec); err != nil {
 		s.log.Error("audit append failed", "tool", tool, "err", err)
 		r["auditError"] = "this call could not be written to the audit log: " + err.Error()
 	}

@@ -36,6 +36,13 @@ type execArgs struct {
 	TimeoutSeconds *float64 `json:"timeoutSeconds"`
 }
 
+func (a execArgs) callTimeout() time.Duration {
+	if a.TimeoutSeconds == nil || *a.TimeoutSeconds <= 0 || *a.TimeoutSeconds > 86400 {
+		return 0
+	}
+	return time.Duration(*a.TimeoutSeconds * float64(time.Second))
+}
+
 func (s *Server) connect(ctx context.Context, c session.Caller, a connectArgs) (reply, error) {
 	if err := require("name", a.Name); err != nil {
 		return nil, err

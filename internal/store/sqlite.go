@@ -117,6 +117,16 @@ func (s *SQLite) write(ctx context.Context, op string, fn func(tx *sql.Tx) error
 	return nil
 }
 
+// Writable takes the write lock (BEGIN IMMEDIATE) and gives it back, so a
+// caller learns, within ctx, whether a write would get through.
+func (s *SQLite) Writable(ctx context.Context) error {
+	tx, err := s.begin(ctx)
+	if err != nil {
+		return fmt.Errorf("store: write lock: %w", err)
+	}
+	return tx.Rollback()
+}
+
 // begin starts a write transaction, retrying while another process holds
 // the write lock, until lockWait has passed or ctx is done.
 func (s *SQLite) begin(ctx context.Context) (*sql.Tx, error) {
