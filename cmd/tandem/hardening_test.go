@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -431,5 +432,151 @@ func TestClientCancelInterrupts(t *testing.T) {
 	err = db.QueryRow(`SELECT outcome FROM audit WHERE tool = 'ssh_exec' AND args LIKE '%sleep 60%'`).Scan(&outcome)
 	if err != nil || outcome != "cancelled" {
 		t.Fatalf("audit outcome %q (%v), want cancelled", outcome, err)
+	}
+}
+
+// TestFailureCodes enumerates the failure paths of ssh_connect and ssh_exec
+// and asserts a specific code for each: internal_error is for tandem's own
+// bugs only (issue 6 item 19).
+func TestFailureCodes(t *testing.T) {
+	d := testenv.SSHD(t)
+	pw := testenv.PasswordSSHD(t, "tester", "right-password", "password")
+	home := t.TempDir()
+	srv := startServer(t, serverOpts{home: home})
+
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedPort := closed.Addr().(*net.TCPAddr).Port
+	closed.Close()
+	notSSH, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { notSSH.Close() })
+	go func() {
+		for {
+			c, err := notSSH.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+			c.Close()
+		}
+	}()
+	notKey := filepath.Join(t.TempDir(), "not-a-key")
+	if err := os.WriteFile(notKey, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	otherKey := filepath.Join(t.TempDir(), "other")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", otherKey).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v %s", err, out)
+	}
+	// The user's own known_hosts pins a different key for the pinned host,
+	// and only an RSA key for the "other type" host.
+	rsaKey := filepath.Join(t.TempDir(), "rsa")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "rsa", "-b", "2048", "-N", "", "-f", rsaKey).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v %s", err, out)
+	}
+	edPub, _ := os.ReadFile(otherKey + ".pub")
+	rsaPub, _ := os.ReadFile(rsaKey + ".pub")
+	pinned, otherType := testenv.SSHD(t), testenv.SSHD(t)
+	kh := fmt.Sprintf("[127.0.0.1]:%d %s[127.0.0.1]:%d %s", pinned.Port, edPub, otherType.Port, rsaPub)
+	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte(kh), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key := func(s *testenv.SSHDServer, extra map[string]any) map[string]any {
+		m := map[string]any{"host": s.Host, "port": s.Port, "username": s.User, "keyFilePath": s.ClientKeyFile}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	n := 0
+	connect := []struct {
+		name string
+		args map[string]any
+		code string
+	}{
+		{"connection refused", map[string]any{"host": "127.0.0.1", "port": closedPort, "username": "x", "password": "y"}, "connect_failed"},
+		{"DNS failure", map[string]any{"host": "no-such-host.invalid", "username": "x", "password": "y"}, "connect_failed"},
+		{"not an SSH server", map[string]any{"host": "127.0.0.1", "port": notSSH.Addr().(*net.TCPAddr).Port, "username": "x", "password": "y"}, "connect_failed"},
+		{"wrong password", map[string]any{"host": pw.Host, "port": pw.Port, "username": pw.User, "password": "wrong"}, "auth_failed"},
+		{"key not authorized", key(d, map[string]any{"keyFilePath": otherKey}), "auth_failed"},
+		{"not a key file", key(d, map[string]any{"keyFilePath": notKey}), "auth_failed"},
+		{"missing key file", key(d, map[string]any{"keyFilePath": "/nonexistent/key"}), "auth_failed"},
+		{"host key changed", key(pinned, nil), "host_key_rejected"},
+		{"pinned key type not offered", key(otherType, nil), "host_key_rejected"},
+		{"port 0", key(d, map[string]any{"port": 0}), "invalid_arguments"},
+		{"port too large", key(d, map[string]any{"port": 70000}), "invalid_arguments"},
+		{"negative port", key(d, map[string]any{"port": -1}), "invalid_arguments"},
+		{"port not a number", key(d, map[string]any{"port": "22"}), "invalid_arguments"},
+		{"no username", map[string]any{"host": d.Host, "port": d.Port, "keyFilePath": d.ClientKeyFile}, "invalid_arguments"},
+		{"target and host", map[string]any{"target": "local", "host": d.Host}, "invalid_arguments"},
+		{"unknown target", map[string]any{"target": "nope"}, "unknown_target"},
+		{"bad name", map[string]any{"name": "no spaces allowed", "target": "local"}, "invalid_session_name"},
+		{"unknown key", map[string]any{"target": "local", "sudo": true}, "invalid_arguments"},
+	}
+	for _, tc := range connect {
+		t.Run("connect/"+tc.name, func(t *testing.T) {
+			if _, ok := tc.args["name"]; !ok {
+				n++
+				tc.args["name"] = fmt.Sprintf("c%d", n)
+			}
+			e := wantError(t, srv.call(t, "ssh_connect", tc.args), tc.code)
+			if str(e["message"]) == "" {
+				t.Errorf("no message: %v", e)
+			}
+		})
+	}
+	if b, _ := os.ReadFile(filepath.Join(home, ".ssh", "known_hosts")); string(b) != kh {
+		t.Errorf("the user's known_hosts was written:\n%s", b)
+	}
+
+	ok := mustOK(t, srv.call(t, "ssh_connect", key(d, map[string]any{"name": "ok"})))
+	tok := str(ok["sessionToken"])
+	if b, _ := os.ReadFile(filepath.Join(srv.dataDir, "known_hosts")); !strings.Contains(string(b), fmt.Sprintf("[127.0.0.1]:%d", d.Port)) {
+		t.Errorf("the ad-hoc host was not pinned in tandem's own known_hosts: %q", b)
+	}
+	args := func(extra map[string]any) map[string]any {
+		m := map[string]any{"sessionName": "ok", "sessionToken": tok, "command": "true"}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	execs := []struct {
+		name string
+		args map[string]any
+		code string
+	}{
+		{"no token", args(map[string]any{"sessionToken": ""}), "invalid_session_token"},
+		{"wrong token", args(map[string]any{"sessionToken": "nope"}), "invalid_session_token"},
+		{"unknown session", args(map[string]any{"sessionName": "nope"}), "invalid_session_token"},
+		{"no command", args(map[string]any{"command": ""}), "invalid_arguments"},
+		{"NUL in command", args(map[string]any{"command": "echo a\x00b"}), "invalid_arguments"},
+		{"command too large", args(map[string]any{"command": strings.Repeat("x", 1<<20+1)}), "invalid_arguments"},
+		{"timeout 0", args(map[string]any{"timeoutSeconds": 0}), "invalid_arguments"},
+		{"timeout huge", args(map[string]any{"timeoutSeconds": 1e9}), "invalid_arguments"},
+		{"timeout", args(map[string]any{"command": "sleep 2", "timeoutSeconds": 0.3}), "command_timeout"},
+		{"busy", args(nil), "session_busy"},
+	}
+	for _, tc := range execs {
+		t.Run("exec/"+tc.name, func(t *testing.T) {
+			wantError(t, srv.call(t, "ssh_exec", tc.args), tc.code)
+		})
+	}
+	// Pins are per name, case folded: LOCALHOST is localhost.
+	lk := key(d, map[string]any{"name": "lower", "host": "localhost"})
+	mustOK(t, srv.call(t, "ssh_connect", lk))
+	lk = key(d, map[string]any{"name": "upper", "host": "LOCALHOST"})
+	mustOK(t, srv.call(t, "ssh_connect", lk))
+	b, _ := os.ReadFile(filepath.Join(srv.dataDir, "known_hosts"))
+	if strings.Count(strings.ToLower(string(b)), fmt.Sprintf("[localhost]:%d", d.Port)) != 1 {
+		t.Errorf("localhost pinned more than once:\n%s", b)
 	}
 }

@@ -125,7 +125,8 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		AuditContinue: cfg.Audit.OnFailure == config.AuditContinue,
 		Targets: &target.Resolver{
 			Config: cfg, Stdio: true, Self: self, Home: home, AgentSocket: os.Getenv("SSH_AUTH_SOCK"),
-			RunDir: runDir, Env: shellEnv(), User: currentUser(), Refused: refused,
+			PinFile: filepath.Join(dataDir, "known_hosts"),
+			RunDir:  runDir, Env: shellEnv(), User: currentUser(), Refused: refused,
 		},
 		MonitorURL:        func(key string) string { return web.MonitorURL(base, key) },
 		CommandTimeout:    time.Duration(cfg.Limits.CommandTimeout),

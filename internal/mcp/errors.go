@@ -100,6 +100,8 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 		return fail(codeAdHocRefused, "This server only connects to configured targets. Pass \"target\" with one of the names it lists instead of host parameters.", nil)
 	case errors.Is(err, target.ErrSandboxUnavailable):
 		return fail(codeSandboxUnavailable, err.Error()+".", nil)
+	case errors.Is(err, sshconn.ErrConnect):
+		return fail(codeConnectFailed, "Could not connect: "+err.Error()+". Check the host name and port, and that an SSH server listens there.", nil)
 	case errors.Is(err, sshconn.ErrAuth) || errors.Is(err, sshconn.ErrKey):
 		return fail(codeAuthFailed, "SSH authentication failed: "+err.Error()+". Check the username and credentials.", nil)
 	case errors.As(err, &hostKey) || errors.Is(err, sshconn.ErrHostKey):

@@ -15,7 +15,7 @@ type connectArgs struct {
 	Name        string `json:"name"`
 	Target      string `json:"target"`
 	Host        string `json:"host"`
-	Port        int    `json:"port"`
+	Port        *int   `json:"port"`
 	Username    string `json:"username"`
 	Password    string `json:"password"`
 	PrivateKey  string `json:"privateKey"`
@@ -47,7 +47,7 @@ func (s *Server) connect(ctx context.Context, c session.Caller, a connectArgs) (
 	if err := require("name", a.Name); err != nil {
 		return nil, err
 	}
-	adHoc := a.Host != "" || a.Username != "" || a.Password != "" || a.PrivateKey != "" || a.KeyFilePath != "" || a.UseAgent || a.Port != 0
+	adHoc := a.Host != "" || a.Username != "" || a.Password != "" || a.PrivateKey != "" || a.KeyFilePath != "" || a.UseAgent || a.Port != nil
 	if a.Target != "" && adHoc {
 		return nil, invalidArg("target", "cannot be combined with host parameters; pass either a target name or host, username and credentials")
 	}
@@ -61,11 +61,15 @@ func (s *Server) connect(ctx context.Context, c session.Caller, a connectArgs) (
 		if err := require("username", a.Username); err != nil {
 			return nil, err
 		}
-		if a.Port < 0 || a.Port > 65535 {
-			return nil, invalidArg("port", "must be between 1 and 65535")
+		port := 22
+		if a.Port != nil {
+			port = *a.Port
+		}
+		if port < 1 || port > 65535 {
+			return nil, invalidArg("port", "must be between 1 and 65535 (leave it out for 22), got %d", port)
 		}
 		t, err = s.deps.Targets.AdHoc(target.SSH{
-			Host: a.Host, Port: a.Port, Username: a.Username, Password: a.Password,
+			Host: a.Host, Port: port, Username: a.Username, Password: a.Password,
 			PrivateKey: a.PrivateKey, KeyFilePath: a.KeyFilePath, Passphrase: a.Passphrase, UseAgent: a.UseAgent,
 		})
 	default:

@@ -44,8 +44,12 @@ type Resolver struct {
 	Stdio bool
 	// Self is tandem's own executable, re-executed as the sandbox launcher.
 	Self string
-	// Home is the server user's home directory (known_hosts default).
+	// Home is the server user's home directory: its ~/.ssh/known_hosts is
+	// trusted, never written.
 	Home string
+	// PinFile is tandem's own known_hosts, under its data dir: ad-hoc hosts
+	// and targets without knownHosts are pinned there.
+	PinFile string
 	// AgentSocket is SSH_AUTH_SOCK of the server, for useAgent.
 	AgentSocket string
 	// RunDir is where local sessions get their private run dirs; it must lie
@@ -109,9 +113,9 @@ func (r *Resolver) Named(name string) (session.Target, error) {
 	default:
 		o := &sshconn.Options{
 			Host: t.Host, Port: t.Port, User: t.User, KeyFile: t.KeyFile, UseAgent: t.UseAgent,
-			AgentSocket: r.AgentSocket, KnownHostsFile: r.knownHosts(t.KnownHosts),
-			HostKeyPolicy: sshconn.HostKeyPolicy(t.HostKeyPolicy), KeepaliveInterval: keepalive,
+			AgentSocket: r.AgentSocket, HostKeyPolicy: sshconn.HostKeyPolicy(t.HostKeyPolicy), KeepaliveInterval: keepalive,
 		}
+		o.KnownHostsFile, o.TrustedKnownHosts = r.knownHosts(t.KnownHosts)
 		return session.Target{Name: name, Kind: "ssh", Host: t.Host, Port: t.Port, Username: t.User, Dialer: o}, nil
 	}
 }
@@ -122,23 +126,35 @@ func (r *Resolver) AdHoc(p SSH) (session.Target, error) {
 		return session.Target{}, ErrAdHocRefused
 	}
 	if p.Port == 0 {
-		p.Port = 22
+		p.Port = 22 // absent; an explicit 0 is refused by the caller
 	}
 	o := &sshconn.Options{
 		Host: p.Host, Port: p.Port, User: p.Username, Password: p.Password,
 		PrivateKey: []byte(p.PrivateKey), KeyFile: p.KeyFilePath, Passphrase: p.Passphrase,
-		UseAgent: p.UseAgent, AgentSocket: r.AgentSocket, KnownHostsFile: r.knownHosts(""),
+		UseAgent: p.UseAgent, AgentSocket: r.AgentSocket,
 		KeepaliveInterval: time.Duration(r.Config.Limits.KeepaliveInterval),
 	}
+	o.KnownHostsFile, o.TrustedKnownHosts = r.knownHosts("")
 	if len(o.PrivateKey) == 0 {
 		o.PrivateKey = nil
 	}
 	return session.Target{Kind: "ssh", Host: p.Host, Port: p.Port, Username: p.Username, Dialer: o}, nil
 }
 
-func (r *Resolver) knownHosts(configured string) string {
+// knownHosts returns the file host keys are pinned in and the files that
+// are trusted besides it. A target's own knownHosts is both. Otherwise
+// pins go to tandem's file and the user's ~/.ssh/known_hosts is read but
+// never written: an agent must not be able to add entries to it.
+func (r *Resolver) knownHosts(configured string) (pin string, trusted []string) {
 	if configured != "" {
-		return configured
+		return configured, nil
 	}
-	return filepath.Join(r.Home, ".ssh", "known_hosts")
+	pin = r.PinFile
+	if pin == "" {
+		pin = filepath.Join(r.Home, ".ssh", "known_hosts")
+	}
+	if r.Home != "" {
+		trusted = []string{filepath.Join(r.Home, ".ssh", "known_hosts")}
+	}
+	return pin, trusted
 }

@@ -23,6 +23,10 @@ var (
 	// the Strict policy, different from the pinned key, or revoked. The
 	// error is a *HostKeyError with the details.
 	ErrHostKey = errors.New("host key verification failed")
+	// ErrConnect means the host could not be reached as an SSH server:
+	// connection refused, a name that does not resolve, or a port that
+	// does not speak SSH.
+	ErrConnect = errors.New("cannot connect")
 	// ErrTimeout means the TCP connect, SSH handshake or shell start took
 	// longer than Options.ConnectTimeout.
 	ErrTimeout = errors.New("connect timed out")

@@ -4,7 +4,6 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -44,7 +43,7 @@ type hostKeyChecker struct {
 	check  ssh.HostKeyCallback
 }
 
-func newHostKeyChecker(file string, policy HostKeyPolicy) (*hostKeyChecker, error) {
+func newHostKeyChecker(file string, trusted []string, policy HostKeyPolicy) (*hostKeyChecker, error) {
 	if file == "" {
 		return nil, errors.New("KnownHostsFile is required (it may name a file that does not exist yet)")
 	}
@@ -54,9 +53,11 @@ func newHostKeyChecker(file string, policy HostKeyPolicy) (*hostKeyChecker, erro
 	if policy != AcceptNew && policy != Strict {
 		return nil, fmt.Errorf("unknown HostKeyPolicy %q (want %q or %q)", policy, Strict, AcceptNew)
 	}
-	files := []string{file}
-	if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
-		files = nil // no known hosts yet
+	var files []string
+	for _, f := range append([]string{file}, trusted...) {
+		if _, err := os.Stat(f); err == nil {
+			files = append(files, f) // a file that does not exist pins nothing yet
+		}
 	}
 	check, err := knownhosts.New(files...)
 	if err != nil {

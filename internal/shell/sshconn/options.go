@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -46,6 +47,9 @@ type Options struct {
 	// HostKeyPolicy decides about hosts not in KnownHostsFile; empty means
 	// AcceptNew. A changed key is refused under every policy.
 	HostKeyPolicy HostKeyPolicy
+	// TrustedKnownHosts are further known_hosts files whose keys are
+	// trusted (the user's own ~/.ssh/known_hosts): read, never written.
+	TrustedKnownHosts []string
 
 	// ConnectTimeout bounds the TCP connect, SSH handshake and shell start
 	// together; zero means 10s.
@@ -76,7 +80,10 @@ func (o *Options) Dial(ctx context.Context, l shell.Launch) (shell.Conn, error) 
 	if port == 0 {
 		port = DefaultPort
 	}
-	addr := net.JoinHostPort(o.Host, strconv.Itoa(port))
+	// Host names are case-insensitive: a pin for "localhost" must hold for
+	// "LOCALHOST" too, so the name is folded before it is dialed or pinned.
+	// A pin still belongs to a name: 127.0.0.2 or ::1 are other names.
+	addr := net.JoinHostPort(strings.ToLower(o.Host), strconv.Itoa(port))
 	c, err := o.dial(ctx, addr, l)
 	if err != nil {
 		return nil, fmt.Errorf("sshconn: dial %s@%s: %w", o.User, addr, err)
@@ -88,7 +95,7 @@ func (o *Options) dial(ctx context.Context, addr string, l shell.Launch) (*conn,
 	if o.Host == "" || o.User == "" {
 		return nil, errors.New("options: Host and User are required")
 	}
-	hosts, err := newHostKeyChecker(o.KnownHostsFile, o.HostKeyPolicy)
+	hosts, err := newHostKeyChecker(o.KnownHostsFile, o.TrustedKnownHosts, o.HostKeyPolicy)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +122,10 @@ func (o *Options) dial(ctx context.Context, addr string, l shell.Launch) (*conn,
 	defer release()
 	nc, err := connectTCP(dialCtx, addr)
 	if err != nil {
-		return nil, timedOut(err)
+		if err := timedOut(err); errors.Is(err, ErrTimeout) || ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %v", ErrConnect, err)
 	}
 	// The deadline bounds the handshake and the shell's start; dialCtx
 	// ending (ctx cancelled) moves it to the past so blocked I/O fails now.
@@ -130,7 +140,10 @@ func (o *Options) dial(ctx context.Context, addr string, l shell.Launch) (*conn,
 		if errors.Is(err, ErrHostKey) || errors.Is(err, ErrAuth) {
 			return nil, err
 		}
-		return nil, timedOut(err)
+		if err := timedOut(err); errors.Is(err, ErrTimeout) || ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %s did not complete an SSH handshake (is it an SSH server?): %v", ErrConnect, addr, err)
 	}
 	c := newConn(addr, nc, client)
 	if err := c.startShell(l); err != nil {
@@ -189,6 +202,11 @@ func (o *Options) handshake(nc net.Conn, addr string, hosts *hostKeyChecker, aut
 			return nil, hkErr
 		case hostKeyOK.Load() && isAuthFailure(err):
 			return nil, fmt.Errorf("%w: %w", ErrAuth, err)
+		case !hostKeyOK.Load() && strings.Contains(err.Error(), "no common algorithm for host key"):
+			// Only the pinned key types were offered, and the server has
+			// none of them: its keys changed as far as the pins can tell.
+			return nil, fmt.Errorf("%w: %s pins host key types %v for %s, and the server offers none of them; if its keys changed on purpose, remove its entries from %s",
+				ErrHostKey, hosts.file, cfg.HostKeyAlgorithms, addr, hosts.file)
 		}
 		return nil, err
 	}
