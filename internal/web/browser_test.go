@@ -159,3 +159,36 @@ func TestBrowserReconnect(t *testing.T) {
 		t.Errorf("scrollback shown %d times (%v) after reconnecting, want once", n, err)
 	}
 }
+
+// TestBrowserAnswersNoQueries: a program that asks the terminal something
+// (cursor position, device attributes, colours, modes) gets no answer from
+// a viewer: the answer would arrive as typed input, on the human's command
+// line (issue 6 item 9).
+func TestBrowserAnswersNoQueries(t *testing.T) {
+	term := newFakeTerm("queries")
+	ctx := openTerminal(t, startServer(t, sessions{testKey: term}))
+	queries := []string{
+		"\x1b[6n", "\x1b[5n", "\x1b[?6n", "\x1b[c", "\x1b[0c", "\x1b[>c", "\x1b[=c",
+		"\x1b[?1;2$p", "\x1b[4$p", "\x1b[>q", "\x1b[14t", "\x1b[18t", "\x1b[?u",
+		"\x1bP$qm\x1b\\", "\x1bP+q544e\x1b\\", "\x1b]10;?\x07", "\x1b]11;?\x1b\\", "\x1b]4;1;?\x07",
+		"\x1b[?1004h",
+	}
+	for _, q := range queries {
+		term.emit(q)
+	}
+	term.emit("queries sent\r\n")
+	waitText(t, ctx, "queries sent")
+	// Focus changes would report if mode 1004 took.
+	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`window.tandem.term.blur(); window.tandem.term.focus()`)); err != nil {
+		t.Fatal(err)
+	}
+	// A typed key after the queries proves input flows: everything before
+	// it in the input would be an answer.
+	if err := chromedp.Do(ctx, chromedp.Focus(textarea), testenv.TypeKeys("z")); err != nil {
+		t.Fatalf("type: %v", err)
+	}
+	term.waitInput(t, "z")
+	if input, _ := term.snapshot(); input != "z" {
+		t.Fatalf("the page typed %q for program output", input)
+	}
+}

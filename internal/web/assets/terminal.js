@@ -22,6 +22,13 @@
     fontSize: 14,
     theme: { background: '#0d1117', foreground: '#c9d1d9', cursor: '#c9d1d9' },
   });
+  // Program output must never become session input. xterm.js answers
+  // terminal queries (cursor position, device attributes, colours, modes)
+  // by sending the answer as if typed: in a shared terminal that would be
+  // the page typing into the human's command line. These handlers take the
+  // queries and answer nothing. The shell's programs see no reply, as on a
+  // terminal that does not support the query.
+  swallowQueries(term);
   const fit = new FitAddon.FitAddon();
   term.loadAddon(fit);
   term.open(document.getElementById('terminal'));
@@ -29,6 +36,44 @@
 
   let ws = null;
   let state = 'connecting';
+
+  function swallowQueries(t) {
+    const p = t.parser;
+    const csi = [
+      { final: 'n' },                                 // DSR: status, cursor position
+      { prefix: '?', final: 'n' },                    // DECDSR
+      { final: 'c' },                                 // DA1
+      { prefix: '>', final: 'c' },                    // DA2
+      { prefix: '=', final: 'c' },                    // DA3
+      { intermediates: '$', final: 'p' },             // DECRQM (ANSI)
+      { prefix: '?', intermediates: '$', final: 'p' }, // DECRQM (DEC)
+      { prefix: '>', final: 'q' },                    // XTVERSION
+      { final: 't' },                                 // window reports
+      { prefix: '?', final: 'u' },                    // kitty keyboard query
+    ];
+    for (const id of csi) {
+      p.registerCsiHandler(id, function () { return true; });
+    }
+    // Focus reports (mode 1004) would type ESC[I / ESC[O on every click in
+    // or out of the page: keep the mode off.
+    for (const final of ['h', 'l']) {
+      p.registerCsiHandler({ prefix: '?', final: final }, function (params) {
+        for (const v of params) {
+          if (v === 1004) {
+            return true;
+          }
+        }
+        return false;
+      });
+    }
+    p.registerDcsHandler({ intermediates: '$', final: 'q' }, function () { return true; }); // DECRQSS
+    p.registerDcsHandler({ intermediates: '+', final: 'q' }, function () { return true; }); // XTGETTCAP
+    // Colour queries (OSC 4, 10-19, 104...) end in '?': answer none; colour
+    // settings pass through.
+    for (const id of [4, 5, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 52]) {
+      p.registerOscHandler(id, function (data) { return data.indexOf('?') >= 0; });
+    }
+  }
 
   function setStatus(next, text) {
     state = next;
