@@ -10,13 +10,17 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/shell"
 	"github.com/tandem-sh/tandem/internal/shell/local"
 	"github.com/tandem-sh/tandem/internal/shell/sshconn"
+	"github.com/tandem-sh/tandem/internal/spool"
 	"github.com/tandem-sh/tandem/internal/testenv"
 )
 
@@ -432,4 +436,79 @@ func TestPromptCommandProgramsDoNotStall(t *testing.T) {
 			t.Fatalf("round %d: %q exit %d", i, rec.Stdout.String(), rec.ExitCode)
 		}
 	}
+}
+
+// TestSlowViewersCostNoMemory: viewers that stop reading cost no memory
+// per byte of output: they share one bounded ring and are dropped with
+// ErrViewerTooSlow, while a viewer that keeps up gets every byte (issue 6
+// item 17).
+func TestSlowViewersCostNoMemory(t *testing.T) {
+	var shown int64
+	var mu sync.Mutex
+	ctx := context.Background()
+	sh, err := shell.Start(ctx, &ptyDialer{t: t}, &shell.Options{
+		Spool:  &spool.Dir{Path: t.TempDir(), Inline: 64 << 10},
+		Output: func(p []byte) { mu.Lock(); shown += int64(len(p)); mu.Unlock() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sh.Close() })
+	if _, err := sh.Exec(ctx, "true", shell.ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const slow = 100
+	block := make(chan struct{})
+	results := make(chan error, slow)
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	for range slow {
+		go func() {
+			results <- sh.Watch(wctx, func(p []byte) error { <-block; return nil })
+		}()
+	}
+	var fast atomic.Int64
+	fastDone := make(chan error, 1)
+	mu.Lock()
+	base := shown
+	mu.Unlock()
+	go func() {
+		fastDone <- sh.Watch(wctx, func(p []byte) error { fast.Add(int64(len(p))); return nil })
+	}()
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	rec, err := sh.Exec(ctx, "head -c 20000000 /dev/zero | tr '\\0' x", shell.ExecOptions{Timeout: time.Minute})
+	if err != nil || rec.Stdout.Size() != 20000000 {
+		t.Fatalf("output: %v %d", err, rec.Stdout.Size())
+	}
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapInuse) - int64(before.HeapInuse); grew > 40<<20 {
+		t.Errorf("heap grew by %d MB with %d stalled viewers", grew>>20, slow)
+	}
+	close(block)
+	for range slow {
+		if err := <-results; !errors.Is(err, shell.ErrViewerTooSlow) {
+			t.Errorf("a stalled viewer ended with %v, want ErrViewerTooSlow", err)
+		}
+	}
+	// The fast viewer sees everything shown after it joined (the snapshot
+	// of the scrollback comes first, so it may see more, never less).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		want := shown - base
+		mu.Unlock()
+		if fast.Load() >= want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fast viewer got %d bytes, want %d", fast.Load(), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	<-fastDone
 }

@@ -108,6 +108,7 @@ type Shell struct {
 	holdOut    bool // PTY output held until the relay catches up
 	heldOut    []byte
 	scrollback *term.Ring
+	live       *term.Ring // recent output, read by viewers at their own offsets
 	viewers    map[*viewer]struct{}
 	closed     bool
 	err        error
@@ -134,6 +135,7 @@ func Start(ctx context.Context, d Dialer, opts *Options) (*Shell, error) {
 	}
 	s.changed = sync.NewCond(&s.mu)
 	s.scrollback = term.NewRing(s.opts.ScrollbackBytes)
+	s.live = newLive()
 	var nb [16]byte
 	if _, err := rand.Read(nb[:]); err != nil {
 		return nil, fmt.Errorf("shell start: nonce: %w", err)

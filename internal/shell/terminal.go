@@ -139,12 +139,16 @@ func (s *Shell) display(p []byte) {
 }
 
 func (s *Shell) show(p []byte) {
+	if len(p) == 0 {
+		return
+	}
 	_, _ = s.scrollback.Write(p)
+	_, _ = s.live.Write(p)
 	if s.opts.Output != nil {
 		s.opts.Output(p)
 	}
 	for v := range s.viewers {
-		v.send(p)
+		v.poke()
 	}
 }
 

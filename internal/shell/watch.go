@@ -4,46 +4,30 @@ import (
 	"context"
 	"errors"
 	"sync"
+
+	"github.com/tandem-sh/tandem/internal/term"
 )
 
-// maxViewerBacklog bounds what one slow viewer may fall behind before it
-// is dropped; the shell never waits for a viewer.
-const maxViewerBacklog = 8 << 20
+// liveBytes bounds the output kept for viewers to catch up on. All viewers
+// of a shell read from the same ring, each at its own offset, so a hundred
+// slow viewers cost what one does.
+const liveBytes = 4 << 20
 
-// ErrViewerTooSlow ends a Watch whose viewer fell too far behind.
-var ErrViewerTooSlow = errors.New("viewer fell too far behind the terminal")
+// viewerChunk is the most one viewer is handed at a time.
+const viewerChunk = 64 << 10
 
+// ErrViewerTooSlow ends a Watch whose viewer fell further behind than the
+// shell keeps output for; the shell never waits for a viewer.
+var ErrViewerTooSlow = errors.New("viewer fell too far behind the terminal; reconnect to see the current screen")
+
+// viewer is one Watch: a wake-up channel and whether the shell ended.
 type viewer struct {
-	mu       sync.Mutex
-	queue    [][]byte
-	size     int
-	ended    bool
-	overflow bool
-	notify   chan struct{}
+	mu     sync.Mutex
+	ended  bool
+	notify chan struct{}
 }
 
-func (v *viewer) send(p []byte) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.ended {
-		return
-	}
-	v.size += len(p)
-	if v.size > maxViewerBacklog {
-		v.ended, v.overflow, v.queue = true, true, nil
-	} else {
-		v.queue = append(v.queue, append([]byte(nil), p...))
-	}
-	v.poke()
-}
-
-func (v *viewer) end() {
-	v.mu.Lock()
-	v.ended = true
-	v.poke()
-	v.mu.Unlock()
-}
-
+// poke wakes the viewer; it never blocks.
 func (v *viewer) poke() {
 	select {
 	case v.notify <- struct{}{}:
@@ -51,11 +35,17 @@ func (v *viewer) poke() {
 	}
 }
 
-func (v *viewer) take() (q [][]byte, ended, overflow bool) {
+func (v *viewer) end() {
+	v.mu.Lock()
+	v.ended = true
+	v.mu.Unlock()
+	v.poke()
+}
+
+func (v *viewer) isEnded() bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	q, v.queue, v.size = v.queue, nil, 0
-	return q, v.ended, v.overflow
+	return v.ended
 }
 
 // Watch replays the scrollback to fn, then streams live terminal output to
@@ -64,7 +54,8 @@ func (v *viewer) take() (q [][]byte, ended, overflow bool) {
 func (s *Shell) Watch(ctx context.Context, fn func(p []byte) error) error {
 	v := &viewer{notify: make(chan struct{}, 1)}
 	s.mu.Lock()
-	v.queue = [][]byte{s.scrollback.Snapshot()}
+	snapshot := s.scrollback.Snapshot()
+	off := s.live.End()
 	if s.err != nil {
 		v.ended = true
 	} else {
@@ -76,19 +67,25 @@ func (s *Shell) Watch(ctx context.Context, fn func(p []byte) error) error {
 		delete(s.viewers, v)
 		s.mu.Unlock()
 	}()
+	if len(snapshot) > 0 {
+		if err := fn(snapshot); err != nil {
+			return err
+		}
+	}
+	buf := make([]byte, viewerChunk)
 	for {
-		q, ended, overflow := v.take()
-		for _, p := range q {
-			if len(p) == 0 {
-				continue
-			}
-			if err := fn(p); err != nil {
+		// Read before checking for the end, so the last output is delivered.
+		ended := v.isEnded()
+		n, ok := s.live.ReadAt(buf, off)
+		switch {
+		case !ok:
+			return ErrViewerTooSlow
+		case n > 0:
+			off += int64(n)
+			if err := fn(buf[:n]); err != nil {
 				return err
 			}
-		}
-		switch {
-		case overflow:
-			return ErrViewerTooSlow
+			continue
 		case ended:
 			return nil
 		}
@@ -99,3 +96,6 @@ func (s *Shell) Watch(ctx context.Context, fn func(p []byte) error) error {
 		}
 	}
 }
+
+// newLive returns the shared ring viewers read from.
+func newLive() *term.Ring { return term.NewRing(liveBytes) }

@@ -86,3 +86,38 @@ func (r *Ring) Dropped() int64 {
 	defer r.mu.Unlock()
 	return r.dropped
 }
+
+// End returns the offset just past the last byte ever written: where a
+// reader that has seen everything so far continues.
+func (r *Ring) End() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.dropped + int64(len(r.buf))
+}
+
+// ReadAt copies into dst the bytes that were written at offset off and
+// after, and returns how many it copied. ok is false when bytes at off were
+// already dropped: a reader that fell that far behind has lost output.
+// Many readers can share one Ring, each with its own offset.
+func (r *Ring) ReadAt(dst []byte, off int64) (n int, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i := off - r.dropped
+	if i < 0 {
+		return 0, false
+	}
+	if i >= int64(len(r.buf)) {
+		return 0, true
+	}
+	for n < len(dst) && i < int64(len(r.buf)) {
+		pos := (r.start + int(i)) % len(r.buf)
+		end := len(r.buf)
+		if pos < r.start {
+			end = r.start
+		}
+		k := copy(dst[n:], r.buf[pos:end])
+		n += k
+		i += int64(k)
+	}
+	return n, true
+}

@@ -97,3 +97,31 @@ func TestRingConcurrent(t *testing.T) {
 		t.Errorf("Dropped+Len = %d, want %d", got, 4*1000*15)
 	}
 }
+
+func TestRingReadAt(t *testing.T) {
+	r := term.NewRing(8)
+	var all []byte
+	for i := range 50 {
+		p := []byte{byte('a' + i%26), byte('A' + i%26), '0' + byte(i%10)}
+		_, _ = r.Write(p)
+		all = append(all, p...)
+		end := r.End()
+		if end != int64(len(all)) {
+			t.Fatalf("End = %d, want %d", end, len(all))
+		}
+		for off := int64(0); off <= end; off++ {
+			buf := make([]byte, 5)
+			n, ok := r.ReadAt(buf, off)
+			held := off >= end-int64(r.Len())
+			if ok != held {
+				t.Fatalf("offset %d of %d: ok %v, want %v", off, end, ok, held)
+			}
+			if ok {
+				want := all[off:min(int(off)+5, len(all))]
+				if string(buf[:n]) != string(want) {
+					t.Fatalf("offset %d: %q, want %q", off, buf[:n], want)
+				}
+			}
+		}
+	}
+}
