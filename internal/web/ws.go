@@ -79,8 +79,14 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	case ctx.Err() != nil || writeErr != nil: // the viewer left, stalled or broke the protocol
 		c.CloseNow()
 	case err != nil:
+		// A viewer that fell too far behind is told why; the page offers
+		// to reconnect, which replays the current scrollback.
 		s.log.Warn("web: watch session", "err", err)
-		c.Close(websocket.StatusInternalError, "internal error")
+		reason := err.Error()
+		if len(reason) > 120 { // a close reason must fit in 123 bytes
+			reason = reason[:120]
+		}
+		c.Close(websocket.StatusTryAgainLater, reason)
 	default:
 		c.Close(websocket.StatusNormalClosure, "session ended")
 	}
