@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/session"
-	"github.com/tandem-sh/tandem/internal/shell"
-	"github.com/tandem-sh/tandem/internal/shell/sshconn"
 	"github.com/tandem-sh/tandem/internal/target"
 )
 
@@ -51,12 +49,12 @@ const reconnectExample = `ssh_connect {"name":"my-session","target":"local"}`
 func (s *Server) classify(c session.Caller, err error) *failure {
 	var (
 		gate    *session.GateError
-		busy    *shell.BusyError
-		timeout *shell.TimeoutError
+		busy    *session.BusyError
+		timeout *session.TimeoutError
 		ended   *session.EndedError
-		hostKey *sshconn.HostKeyError
+		hostKey *session.HostKeyError
 		tokErr  *session.TokenError
-		exit    *shell.ExitError
+		exit    *session.ExitError
 		partial *partialError
 	)
 	var extra reply
@@ -100,13 +98,13 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 		return fail(codeAdHocRefused, "This server only connects to configured targets. Pass \"target\" with one of the names it lists instead of host parameters.", nil)
 	case errors.Is(err, target.ErrSandboxUnavailable):
 		return fail(codeSandboxUnavailable, err.Error()+".", nil)
-	case errors.Is(err, sshconn.ErrConnect):
+	case errors.Is(err, session.ErrConnect):
 		return fail(codeConnectFailed, "Could not connect: "+err.Error()+". Check the host name and port, and that an SSH server listens there.", nil)
-	case errors.Is(err, sshconn.ErrAuth) || errors.Is(err, sshconn.ErrKey):
+	case errors.Is(err, session.ErrAuth) || errors.Is(err, session.ErrKey):
 		return fail(codeAuthFailed, "SSH authentication failed: "+err.Error()+". Check the username and credentials.", nil)
-	case errors.As(err, &hostKey) || errors.Is(err, sshconn.ErrHostKey):
+	case errors.As(err, &hostKey) || errors.Is(err, session.ErrHostKey):
 		return fail(codeHostKey, "The SSH host key was rejected: "+err.Error()+".", nil)
-	case errors.Is(err, shell.ErrInvalidCommand):
+	case errors.Is(err, session.ErrInvalidCommand):
 		return fail(codeInvalidArguments, "Invalid argument 'command': "+err.Error()+".", reply{"field": "command"})
 	case errors.As(err, &exit):
 		f := reply{"exitCode": exit.Status}
@@ -115,15 +113,15 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 		}
 		maps.Copy(f, extra)
 		return fail(codeShellExited, "The session ended because its shell exited ("+exit.Error()+"): a command ran `exit`, or `set -e` ended the shell after a failure. Call ssh_connect again to start a new session, for example "+reconnectExample+".", f)
-	case errors.Is(err, shell.ErrCaptureFailed):
+	case errors.Is(err, session.ErrCaptureFailed):
 		return fail(codeCaptureFailed, "The command's output could not be captured: "+err.Error()+". What was captured is in partial; the session stays usable.", extra)
-	case errors.Is(err, shell.ErrConnectionLost):
+	case errors.Is(err, session.ErrConnectionLost):
 		return fail(codeConnectionLost, "The connection to the session's shell was lost: "+err.Error()+". Call ssh_connect again to start a new session.", nil)
 	case errors.Is(err, context.Canceled):
 		return fail(codeCancelled, "The call was cancelled by the client; its command was interrupted.", extra)
-	case errors.Is(err, shell.ErrNotRunning):
+	case errors.Is(err, session.ErrNotRunning):
 		return fail(codeNotRunning, "No command of yours is running in this session, so there is nothing to cancel.", nil)
-	case errors.Is(err, sshconn.ErrTimeout) || errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, session.ErrConnectTimeout) || errors.Is(err, context.DeadlineExceeded):
 		return fail(codeConnectFailed, "Timed out: "+err.Error()+".", nil)
 	}
 	return fail(codeInternal, "tandem failed: "+err.Error()+".", nil)
@@ -133,7 +131,7 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 // failures whose reply shows it (a shell that exited, a failed capture).
 type partialError struct {
 	err error
-	rec shell.Record
+	rec session.Record
 }
 
 func (e *partialError) Error() string { return e.err.Error() }
@@ -156,7 +154,7 @@ func (s *Server) gateFailure(c session.Caller, g *session.GateError) *failure {
 
 // userCommand renders one human command for the gate, its output under
 // the same inline limit and resources as the agent's own.
-func (s *Server) userCommand(c session.Caller, rec shell.Record) reply {
+func (s *Server) userCommand(c session.Caller, rec session.Record) reply {
 	r := reply{
 		"command":   rec.Command,
 		"exitCode":  exitCode(rec),
@@ -173,7 +171,7 @@ func (s *Server) userCommand(c session.Caller, rec shell.Record) reply {
 }
 
 // exitCode is the status, or nil when the shell could not report one.
-func exitCode(c shell.Record) any {
+func exitCode(c session.Record) any {
 	if !c.ExitKnown {
 		return nil
 	}

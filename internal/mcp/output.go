@@ -15,8 +15,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tandem-sh/tandem/internal/session"
-	"github.com/tandem-sh/tandem/internal/shell"
-	"github.com/tandem-sh/tandem/internal/spool"
 )
 
 // pageBytes is the size of one page of a large output resource.
@@ -49,7 +47,7 @@ func putStream(r reply, name string, b []byte) {
 }
 
 // result renders a command's result object.
-func (s *Server) result(c session.Caller, rec shell.Record) reply {
+func (s *Server) result(c session.Caller, rec session.Record) reply {
 	r := reply{"exitCode": exitCode(rec), "durationMs": rec.Duration.Milliseconds(), "cwd": rec.Cwd}
 	s.stream(r, c, rec.ID, "stdout", rec.Stdout)
 	s.stream(r, c, rec.ID, "stderr", rec.Stderr)
@@ -62,7 +60,18 @@ func (s *Server) result(c session.Caller, rec shell.Record) reply {
 // If tandem could not keep every byte (a full disk), name+"Error" says how
 // many bytes are missing: what the reply and the resource hold is the
 // output up to the failure.
-func (s *Server) stream(r reply, c session.Caller, id, name string, f *spool.File) {
+// capture is what stream needs of one captured output stream (a spool
+// file): its size, its first bytes, a path to serve the rest from, and
+// what was lost writing it.
+type capture interface {
+	Size() int64
+	Head(n int) []byte
+	Persist() (string, error)
+	Lost() int64
+	Err() error
+}
+
+func (s *Server) stream(r reply, c session.Caller, id, name string, f capture) {
 	if lost := f.Lost(); lost > 0 {
 		s.log.Error("output lost", "command", id, "stream", name, "bytes", lost, "err", f.Err())
 		r[name+"Error"] = fmt.Sprintf("%d bytes of %s after the first %d were lost: %v. Free space under tandem's data directory and run the command again.", lost, name, f.Size(), f.Err())

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/session"
-	"github.com/tandem-sh/tandem/internal/shell"
 	"github.com/tandem-sh/tandem/internal/target"
 )
 
@@ -143,10 +142,10 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 		timeout = time.Duration(*a.TimeoutSeconds * float64(time.Second))
 	}
 	prog := startProgress(ctx)
-	rec, err := sess.Exec(ctx, a.Command, shell.ExecOptions{Timeout: timeout, OnOutput: prog.hook()})
+	rec, err := sess.Exec(ctx, a.Command, session.ExecOptions{Timeout: timeout, OnOutput: prog.hook()})
 	prog.finish()
 	if err != nil {
-		if rec.Stdout != nil && (errors.Is(err, shell.ErrShellExited) || errors.Is(err, shell.ErrCaptureFailed)) {
+		if rec.Stdout != nil && (errors.Is(err, session.ErrShellExited) || errors.Is(err, session.ErrCaptureFailed)) {
 			return nil, &partialError{err: err, rec: rec}
 		}
 		return nil, err

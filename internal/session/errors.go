@@ -1,0 +1,37 @@
+package session
+
+import (
+	"github.com/tandem-sh/tandem/internal/shell"
+	"github.com/tandem-sh/tandem/internal/shell/sshconn"
+)
+
+// The errors and records of the layers below, under the session layer's
+// name: the tool layer depends on sessions only, never on a backend.
+type (
+	// Record is one finished command; see shell.Record.
+	Record = shell.Record
+	// ExecOptions tunes one Exec; see shell.ExecOptions.
+	ExecOptions = shell.ExecOptions
+	// BusyError says why the shell cannot take a command now.
+	BusyError = shell.BusyError
+	// TimeoutError is a command that outlived its timeout.
+	TimeoutError = shell.TimeoutError
+	// ExitError is a shell that exited on its own.
+	ExitError = shell.ExitError
+	// HostKeyError is a refused SSH host key.
+	HostKeyError = sshconn.HostKeyError
+)
+
+// Sentinels of the layers below, for errors.Is.
+var (
+	ErrConnectionLost = shell.ErrConnectionLost
+	ErrShellExited    = shell.ErrShellExited
+	ErrNotRunning     = shell.ErrNotRunning
+	ErrInvalidCommand = shell.ErrInvalidCommand
+	ErrCaptureFailed  = shell.ErrCaptureFailed
+	ErrAuth           = sshconn.ErrAuth
+	ErrKey            = sshconn.ErrKey
+	ErrHostKey        = sshconn.ErrHostKey
+	ErrConnect        = sshconn.ErrConnect
+	ErrConnectTimeout = sshconn.ErrTimeout
+)
