@@ -16,9 +16,12 @@ type Enforcement struct {
 	NotEnforced []string `json:"notEnforced"`
 }
 
-// minScopeABI is the first Landlock ABI that scopes signals and abstract
-// UNIX sockets to the sandbox.
-const minScopeABI = 6
+// Landlock ABIs that add restrictions beyond the file system and TCP.
+const (
+	minScopeABI    = 6  // signals and abstract UNIX sockets scoped
+	minUnixPathABI = 9  // connecting to UNIX sockets by path
+	minUDPABI      = 10 // UDP
+)
 
 // Describe reports what the kernel enforces for a policy with the given
 // network setting.
@@ -30,12 +33,10 @@ func describe(abi int, network bool) Enforcement {
 	e := Enforcement{
 		LandlockABI: abi,
 		Filesystem:  "read-write in the workspace and the session's private TMPDIR only; read-only system directories (/usr, /etc, /opt, /var without /var/tmp, /proc, /sys, /run); nothing else, /tmp, /home and tandem's data dir included",
-		UDP:         "not restricted: Landlock cannot restrict UDP on this kernel",
 		NotEnforced: []string{
-			"UDP traffic",
-			"connecting to UNIX sockets by path where a read-only directory holds one (e.g. under /run)",
-			"reading /proc entries of processes of the same user outside the sandbox",
+			"reading files that a granted system directory holds and the user may read (e.g. /etc, /proc of the same user's processes)",
 			"CPU, memory and process limits (no cgroup is applied)",
+			"a process that calls setsid can outlive its session",
 		},
 	}
 	switch {
@@ -46,13 +47,30 @@ func describe(abi int, network bool) Enforcement {
 	default:
 		e.TCP = fmt.Sprintf("not enforceable with Landlock ABI %d: sandboxed sessions are refused", abi)
 	}
+	switch {
+	case network:
+		e.UDP = "allowed (the target sets network: true)"
+	case abi >= minUDPABI:
+		e.UDP = "denied"
+	default:
+		e.UDP = fmt.Sprintf("not restricted (Landlock ABI %d < %d)", abi, minUDPABI)
+		e.NotEnforced = append(e.NotEnforced, "UDP traffic")
+	}
+	switch {
+	case abi >= minUnixPathABI:
+		e.UnixSockets = "abstract sockets outside the sandbox are unreachable; path sockets only inside granted directories"
+	case abi >= minScopeABI:
+		e.UnixSockets = fmt.Sprintf("abstract sockets outside the sandbox are unreachable; connecting to path sockets is not restricted (Landlock ABI %d < %d)", abi, minUnixPathABI)
+		e.NotEnforced = append(e.NotEnforced, "connecting to UNIX sockets by path (e.g. a daemon's socket under /run)")
+	default:
+		e.UnixSockets = fmt.Sprintf("not restricted (Landlock ABI %d < %d)", abi, minScopeABI)
+		e.NotEnforced = append(e.NotEnforced, "UNIX sockets, abstract and by path")
+	}
 	if abi >= minScopeABI {
-		e.UnixSockets = "abstract sockets outside the sandbox are unreachable; path sockets only where the file system rules reach"
 		e.Signals = "denied to processes outside the sandbox (tandem included)"
 	} else {
-		e.UnixSockets = fmt.Sprintf("not scoped (Landlock ABI %d < %d)", abi, minScopeABI)
 		e.Signals = fmt.Sprintf("not scoped (Landlock ABI %d < %d): the shell can signal other processes of the same user", abi, minScopeABI)
-		e.NotEnforced = append(e.NotEnforced, "signals to, and abstract sockets of, processes outside the sandbox")
+		e.NotEnforced = append(e.NotEnforced, "signals to processes outside the sandbox")
 	}
 	return e
 }
