@@ -157,8 +157,9 @@ func TestStdinEOFEndsStuckSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	tok := connect["sessionToken"].(string)
-	// A command that ignores Ctrl-C and SIGTERM, and is still running.
-	stuck := "trap '' INT TERM; echo $$ > stuck.pid; while :; do sleep 1; done"
+	// A command that ignores Ctrl-C and SIGTERM and is still running, long
+	// enough (70 KB) that staging it used to wedge the session for good.
+	stuck := "trap '' INT TERM; echo $$ > stuck.pid; while :; do sleep 1; done #" + strings.Repeat("x", 70000)
 	r.send(t, "tools/call", map[string]any{"name": "ssh_exec", "arguments": map[string]any{"sessionName": "s", "sessionToken": tok, "command": "bash -c " + strconv.Quote(stuck)}}, false)
 	var pid int
 	deadline := time.Now().Add(20 * time.Second)
