@@ -512,3 +512,20 @@ func TestSlowViewersCostNoMemory(t *testing.T) {
 	stop()
 	<-fastDone
 }
+
+// TestStagingBoundedByCallTimeout: when the shell does not take the line,
+// the call gives up within its own timeout, not the 5 s staging bound
+// (issue 6 item 19).
+func TestStagingBoundedByCallTimeout(t *testing.T) {
+	h := start(t, &ptyDialer{t: t})
+	// The agent rebinds the stage key: the shell will not ask for the line.
+	h.exec(t, `bind -x '"\e[9001~": sleep 8'`)
+	start := time.Now()
+	_, err := h.sh.Exec(context.Background(), "echo never", shell.ExecOptions{Timeout: time.Second})
+	if err == nil {
+		t.Fatal("the line ran although the stage key was rebound")
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("gave up after %v with a 1 s timeout", took)
+	}
+}
