@@ -105,6 +105,7 @@ type agentRun struct {
 	preempt    bool // a human command started before the line was staged
 	streams    [2]streamState
 	echoTail   []byte         // stderr echo since the last B mark (syntax errors)
+	outEarly   []byte         // stdout for viewers, held until the echo is shown
 	hooks      bool           // the prompt came back without tandem's hooks
 	incomplete bool           // bash asked for a continuation line
 	tentative  [2]*term.Event // end marks read while a program held the terminal
@@ -189,8 +190,8 @@ func (s *Shell) claim(ctx context.Context, command string, o ExecOptions) (*agen
 	defer s.mu.Unlock()
 	// A command just ended and its prompt is on the way: wait for it, so
 	// back-to-back calls never see a spurious busy.
-	if s.fresh && !s.atPrompt && s.agent == nil && s.human == nil {
-		_ = s.waitUntil(ctx, stageTimeout, func() bool { return s.atPrompt || !s.fresh })
+	if (s.promptDue || (s.fresh && !s.atPrompt)) && s.agent == nil && s.human == nil {
+		_ = s.waitUntil(ctx, stageTimeout, func() bool { return s.atPrompt || s.agent != nil || s.human != nil })
 	}
 	if s.err != nil {
 		return nil, s.err
@@ -262,6 +263,9 @@ func (s *Shell) stage(ctx context.Context, a *agentRun, limit time.Duration) err
 	s.mu.Lock()
 	a.phase = phaseAccepted
 	a.rec.Started = time.Now()
+	// The line leaves the prompt; its C mark goes to the relay, not the
+	// terminal, so say so here. The next command waits for the next prompt.
+	s.atPrompt, s.fresh, s.promptDue = false, false, true
 	held := s.takeHeld()
 	s.mu.Unlock()
 	if _, err := s.conn.Write(append([]byte(keyAccept), held...)); err != nil {

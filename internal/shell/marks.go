@@ -36,7 +36,8 @@ func (s *Shell) event(e *term.Event) {
 	case term.InputStart:
 		s.confirmEnds()
 		if s.fresh {
-			s.fresh, s.atPrompt, s.cont = false, true, false
+			s.fresh, s.atPrompt, s.cont, s.promptDue = false, !s.typedAhead, false, false
+			s.typedAhead = false
 			if s.relay != nil {
 				s.ready = true
 			}
@@ -86,6 +87,11 @@ func (s *Shell) event(e *term.Event) {
 		s.fresh = true
 		s.finishHuman()
 	case term.PromptStart:
+		if s.promptDue && s.agent == nil && s.human == nil {
+			// The prompt after an agent command (even if the user's hooks
+			// are gone and no P mark came).
+			s.fresh = true
+		}
 		// A prompt while a human command is still open means the user's rc
 		// removed tandem's PROMPT_COMMAND hook: the command ended, status
 		// unknown.

@@ -118,6 +118,12 @@ func (s *Shell) readRelay(r io.Reader, stream int) {
 						a.onOutput(stream, p)
 					}
 					crlf = toCRLF(crlf[:0], p)
+					if stream == 0 && a.streams[1] < streamCapture && len(a.outEarly)+len(crlf) <= maxEchoTail {
+						// The command line's echo (on stderr) is still coming:
+						// show the output after it.
+						a.outEarly = append(a.outEarly, crlf...)
+						return
+					}
 					show(crlf)
 				default:
 					// Output of a background job after its command ended.
@@ -187,6 +193,7 @@ func (s *Shell) relayEvent(stream int, ev *term.Event, fg bool) {
 	case ev.Kind == term.CommandStart && *st == streamEcho:
 		*st = streamCapture
 		a.echoTail = nil
+		s.showEarly(a)
 	case ev.Kind == term.PromptStart && *st == streamCapture:
 		// A prompt drawn into the capture: PROMPT_COMMAND no longer runs
 		// tandem's hook, so fds 1 and 2 were never given back. Unstage
@@ -278,9 +285,21 @@ func (s *Shell) endAgent(a *agentRun, ev *term.Event, hooksGone bool) {
 	s.finishAgent(a)
 }
 
+// showEarly shows the stdout that arrived before the command line's echo
+// had been shown; s.mu is held.
+func (s *Shell) showEarly(a *agentRun) {
+	if len(a.outEarly) > 0 {
+		s.show(a.outEarly)
+		a.outEarly = nil
+	}
+}
+
 // finishAgent completes the agent command once both streams ended; s.mu
 // is held.
 func (s *Shell) finishAgent(a *agentRun) {
+	if a.streams[1] == streamClosed {
+		s.showEarly(a)
+	}
 	if a.streams[0] != streamClosed || a.streams[1] != streamClosed || a.phase == phaseDone {
 		return
 	}

@@ -98,6 +98,8 @@ type Shell struct {
 	ready      bool
 	fresh      bool // a P mark was seen: the next B is a new, empty prompt
 	atPrompt   bool // a new prompt is drawn and no line was submitted since
+	promptDue  bool // an agent line was accepted; its prompt has not been drawn yet
+	typedAhead bool // a viewer pressed Enter before the prompt was drawn
 	cont       bool // the human is at a PS2 continuation prompt
 	human      *humanRun
 	agent      *agentRun

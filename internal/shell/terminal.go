@@ -184,7 +184,12 @@ func (s *Shell) Input(ctx context.Context, p []byte) error {
 	s.inputAt = time.Now()
 	// A submitted line leaves the prompt; a half-typed one is the stage
 	// function's to notice (it sees readline's buffer).
-	if s.atPrompt && s.agent == nil && bytes.ContainsAny(p, "\r\n\x03\x04") {
+	if s.agent == nil && bytes.ContainsAny(p, "\r\n\x03\x04") {
+		if !s.atPrompt && s.human == nil && bytes.ContainsAny(p, "\r\n") {
+			// Typed ahead of the prompt: the prompt about to be drawn
+			// reads this line, so it is not an idle prompt.
+			s.typedAhead = true
+		}
 		s.atPrompt = false
 	}
 	if a := s.agent; a != nil && a.phase < phaseAccepted {

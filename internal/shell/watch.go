@@ -2,7 +2,6 @@ package shell
 
 import (
 	"context"
-	"errors"
 	"sync"
 
 	"github.com/tandem-sh/tandem/internal/term"
@@ -16,9 +15,10 @@ const liveBytes = 4 << 20
 // viewerChunk is the most one viewer is handed at a time.
 const viewerChunk = 64 << 10
 
-// ErrViewerTooSlow ends a Watch whose viewer fell further behind than the
-// shell keeps output for; the shell never waits for a viewer.
-var ErrViewerTooSlow = errors.New("viewer fell too far behind the terminal; reconnect to see the current screen")
+// catchUp is what a viewer that fell behind the live ring is sent before a
+// fresh snapshot of the scrollback: a terminal reset, so the snapshot
+// redraws the screen instead of repeating what the viewer already shows.
+const catchUp = "\x1bc"
 
 // viewer is one Watch: a wake-up channel and whether the shell ended.
 type viewer struct {
@@ -49,8 +49,10 @@ func (v *viewer) isEnded() bool {
 }
 
 // Watch replays the scrollback to fn, then streams live terminal output to
-// it until ctx ends (returns nil), the shell ends (nil) or the viewer falls
-// too far behind (ErrViewerTooSlow). fn is called from this goroutine only.
+// it until ctx ends or the shell ends (both return nil), or fn fails. The
+// shell never waits for a viewer: one that falls further behind than the
+// live ring holds skips ahead, with a reset and a fresh scrollback snapshot.
+// fn is called from this goroutine only.
 func (s *Shell) Watch(ctx context.Context, fn func(p []byte) error) error {
 	v := &viewer{notify: make(chan struct{}, 1)}
 	s.mu.Lock()
@@ -79,7 +81,14 @@ func (s *Shell) Watch(ctx context.Context, fn func(p []byte) error) error {
 		n, ok := s.live.ReadAt(buf, off)
 		switch {
 		case !ok:
-			return ErrViewerTooSlow
+			s.mu.Lock()
+			snapshot = append([]byte(catchUp), s.scrollback.Snapshot()...)
+			off = s.live.End()
+			s.mu.Unlock()
+			if err := fn(snapshot); err != nil {
+				return err
+			}
+			continue
 		case n > 0:
 			off += int64(n)
 			if err := fn(buf[:n]); err != nil {
