@@ -32,7 +32,7 @@ func Describe(network bool) Enforcement {
 func describe(abi int, network bool) Enforcement {
 	e := Enforcement{
 		LandlockABI: abi,
-		Filesystem:  "read-write in the workspace and the session's private TMPDIR only; read-only system directories (/usr, /etc, /opt, /var without /var/tmp, /proc, /sys, /run); nothing else, /tmp, /home and tandem's data dir included",
+		Filesystem:  "read-write in the workspace and the session's private TMPDIR only; read-only system directories (/usr, /etc, /opt, /var without /var/tmp, /proc, /sys, /run without /run/user); nothing else, /tmp, /home and tandem's data dir included",
 		NotEnforced: []string{
 			"reading files that a granted system directory holds and the user may read (e.g. /etc, /proc of the same user's processes)",
 			"CPU, memory and process limits (no cgroup is applied)",
@@ -58,7 +58,7 @@ func describe(abi int, network bool) Enforcement {
 	}
 	switch {
 	case abi >= minUnixPathABI:
-		e.UnixSockets = "abstract sockets outside the sandbox are unreachable; path sockets only inside granted directories"
+		e.UnixSockets = "abstract sockets outside the sandbox are unreachable; path sockets only in the workspace and TMPDIR"
 	case abi >= minScopeABI:
 		e.UnixSockets = fmt.Sprintf("abstract sockets outside the sandbox are unreachable; connecting to path sockets is not restricted (Landlock ABI %d < %d)", abi, minUnixPathABI)
 		e.NotEnforced = append(e.NotEnforced, "connecting to UNIX sockets by path (e.g. a daemon's socket under /run)")

@@ -120,17 +120,16 @@ func dropCapabilities() error {
 // program starts with stdin, stdout and stderr only. The launcher's own
 // descriptors stay usable until the exec.
 func closeInherited() error {
-	err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
-	if err == nil {
-		return nil
-	}
-	return MarkInheritedCloseOnExec() // kernels before 5.11
+	return MarkInheritedCloseOnExec()
 }
 
 // MarkInheritedCloseOnExec sets close-on-exec on every open descriptor
 // above stderr, by listing /proc/self/fd. tandem calls it first thing, so
 // descriptors its parent leaked to it never reach a shell.
 func MarkInheritedCloseOnExec() error {
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err == nil {
+		return nil
+	}
 	entries, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		return err

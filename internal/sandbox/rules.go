@@ -22,7 +22,10 @@ const (
 	accessWrite landlock.AccessFSSet = llsys.AccessFSWriteFile | llsys.AccessFSTruncate |
 		llsys.AccessFSRemoveDir | llsys.AccessFSRemoveFile | llsys.AccessFSMakeDir |
 		llsys.AccessFSMakeReg | llsys.AccessFSMakeSock | llsys.AccessFSMakeFifo |
-		llsys.AccessFSMakeSym | llsys.AccessFSRefer
+		llsys.AccessFSMakeSym | llsys.AccessFSRefer |
+		// ABI 9+: connecting to UNIX sockets by path, allowed only where
+		// the program may write (its workspace and TMPDIR).
+		llsys.AccessFSResolveUnix
 
 	// accessFileOnly is what the kernel accepts on a rule for a non-directory.
 	accessFileOnly landlock.AccessFSSet = llsys.AccessFSExecute | llsys.AccessFSReadFile |

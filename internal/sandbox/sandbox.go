@@ -58,20 +58,22 @@ type Policy struct {
 func DefaultReadOnly() []string {
 	ro := []string{
 		"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-		"/etc", "/opt", "/proc", "/sys", "/run",
+		"/etc", "/opt", "/proc", "/sys",
 	}
-	return append(ro, varChildren("/var")...)
+	ro = append(ro, childrenExcept("/var", "tmp")...)
+	// /run/user holds login sessions' runtime dirs: agent sockets, keyrings.
+	return append(ro, childrenExcept("/run", "user")...)
 }
 
-// varChildren lists dir's entries except its temp directory.
-func varChildren(dir string) []string {
+// childrenExcept lists dir's entries except the one named skip.
+func childrenExcept(dir, skip string) []string {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
 	}
 	var out []string
 	for _, e := range entries {
-		if e.Name() != "tmp" {
+		if e.Name() != skip {
 			out = append(out, filepath.Join(dir, e.Name()))
 		}
 	}
