@@ -30,3 +30,15 @@ func TestDescribePerABI(t *testing.T) {
 		t.Errorf("network on: %+v", e)
 	}
 }
+
+// TestDefaultReadOnlyReachesNoSharedDir: no default grant, followed through
+// symlinks, covers a shared temp dir or the login runtime dirs.
+func TestDefaultReadOnlyReachesNoSharedDir(t *testing.T) {
+	for _, g := range DefaultReadOnly() {
+		for _, shared := range []string{"/tmp", "/var/tmp", "/dev/shm", "/run/user"} {
+			if Covers(g, shared) {
+				t.Errorf("default grant %s covers %s", g, shared)
+			}
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,7 +66,10 @@ func DefaultReadOnly() []string {
 	return append(ro, childrenExcept("/run", "user")...)
 }
 
-// childrenExcept lists dir's entries except the one named skip.
+// childrenExcept lists dir's entries except the one named skip, and
+// except symlinks: a rule on a symlink grants its target (/run/shm is
+// /dev/shm, /var/run is /run), which is reached through its own rule if
+// it is granted at all.
 func childrenExcept(dir, skip string) []string {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -73,7 +77,7 @@ func childrenExcept(dir, skip string) []string {
 	}
 	var out []string
 	for _, e := range entries {
-		if e.Name() != skip {
+		if e.Name() != skip && e.Type()&fs.ModeSymlink == 0 {
 			out = append(out, filepath.Join(dir, e.Name()))
 		}
 	}

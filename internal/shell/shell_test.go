@@ -238,7 +238,9 @@ func TestUserRCLoadsAndSurvivesStrictOptions(t *testing.T) {
 // TestSlowStartupFilesNamed: when the user's rc never finishes, Start gives
 // up at its deadline and says where the shell got to.
 func TestSlowStartupFilesNamed(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	// Long enough for bash to start and print under a loaded CI machine; the
+	// rc sleeps far longer.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	sh, err := shell.Start(ctx, &ptyDialer{t: t, rc: "echo waiting-for-a-lock; sleep 30\n"}, nil)
 	if err == nil {
