@@ -581,3 +581,33 @@ func TestFailureCodes(t *testing.T) {
 		t.Errorf("localhost pinned more than once:\n%s", b)
 	}
 }
+
+// TestImplicitWorkspaceChosenOnPurpose: started from / or $HOME with no
+// --workspace and no config, tandem serves but starts no local session,
+// and says to pass --workspace; with --workspace it does, and the reply and
+// the startup log name the workspace (issue 7 item 4).
+func TestImplicitWorkspaceChosenOnPurpose(t *testing.T) {
+	home := t.TempDir()
+	data := filepath.Join(t.TempDir(), "state")
+	for _, tc := range []struct{ dir, why string }{
+		{"/", "covers tandem's data dir"}, // every data dir is under /
+		{home, "your home directory"},
+		{"/usr/share", "a system directory"},
+	} {
+		// The data dir is outside home, so only the workspace's breadth refuses it.
+		srv := startServer(t, serverOpts{dir: tc.dir, home: home, args: []string{"--data-dir", data}})
+		e := wantError(t, srv.call(t, "ssh_connect", map[string]any{"name": "w"}), "sandbox_unavailable")
+		if msg := str(e["message"]); !strings.Contains(msg, "--workspace") || !strings.Contains(msg, tc.why) {
+			t.Errorf("from %s: %q", tc.dir, msg)
+		}
+	}
+	project := t.TempDir()
+	srv := startServer(t, serverOpts{dir: "/", home: home, args: []string{"--workspace", project}})
+	r := mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": "w"}))
+	if r["workspace"] != project {
+		t.Errorf("workspace in the reply: %v, want %s", r["workspace"], project)
+	}
+	if log := srv.log(); !strings.Contains(log, "workspace "+project) {
+		t.Errorf("the startup log does not name the workspace:\n%s", lastN(log, 2000))
+	}
+}

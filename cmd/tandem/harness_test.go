@@ -60,6 +60,8 @@ type serverOpts struct {
 	fileSizeKB int
 	// extraFiles are handed to tandem as fds 3, 4, ... (a leaky client).
 	extraFiles []*os.File
+	// args are more flags for tandem serve.
+	args []string
 }
 
 // startServer spawns the built binary over stdio, the way MCP clients do.
@@ -76,7 +78,7 @@ func startServer(t testing.TB, o serverOpts) *server {
 	if o.logLevel == "" {
 		o.logLevel = "debug"
 	}
-	args := []string{"serve", "--web", "127.0.0.1:0", "--data-dir", s.dataDir, "--log-level", o.logLevel}
+	args := append([]string{"serve", "--web", "127.0.0.1:0", "--data-dir", s.dataDir, "--log-level", o.logLevel}, o.args...)
 	if o.config != "" {
 		p := filepath.Join(t.TempDir(), "tandem.yaml")
 		if err := os.WriteFile(p, []byte(o.config), 0o600); err != nil {

@@ -80,7 +80,7 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		return fmt.Errorf("run dir: %w", err)
 	}
 	defer os.RemoveAll(runDir)
-	refused, err := unsafeWorkspaces(cfg, f.config != "" || f.workspace != "", dataDir, runDir)
+	refused, err := unsafeWorkspaces(cfg, f.config != "" || f.workspace != "", home, dataDir, runDir)
 	if err != nil {
 		return err
 	}
@@ -134,7 +134,21 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		Logger:            log,
 		Version:           version,
 	})
-	log.Info("tandem serving MCP over stdio", "web", base, "dataDir", dataDir, "targets", len(cfg.Targets))
+	var targets []string
+	for _, t := range cfg.Targets {
+		desc := t.Name + " (" + t.Kind
+		switch {
+		case t.Kind == "local":
+			desc += ", workspace " + t.Workspace
+			if t.Sandbox == "none" {
+				desc += ", unsandboxed"
+			}
+		default:
+			desc += ", " + t.User + "@" + t.Host
+		}
+		targets = append(targets, desc+")")
+	}
+	log.Info("tandem serving MCP over stdio", "web", base, "dataDir", dataDir, "targets", strings.Join(targets, "; "))
 	guard := stdio.New(stdin, stdout, log)
 	err = srv.MCP().Run(ctx, &sdk.IOTransport{Reader: guard.Reader(), Writer: guard.Writer(), MaxLineLength: stdio.MaxLine + 1})
 	cancel()
@@ -194,7 +208,7 @@ func loadConfig(path, workspace, home string) (*config.Config, error) {
 // --workspace) that does this is an error at start; the implicit one (the
 // current directory) is refused only when a session is asked for, with the
 // same message, so that `tandem serve` from $HOME still serves SSH targets.
-func unsafeWorkspaces(cfg *config.Config, chosen bool, dataDir, runDir string) (map[string]string, error) {
+func unsafeWorkspaces(cfg *config.Config, chosen bool, home, dataDir, runDir string) (map[string]string, error) {
 	refused := map[string]string{}
 	for _, t := range cfg.Targets {
 		if t.Kind != "local" || t.Sandbox == "none" {
@@ -216,8 +230,40 @@ func unsafeWorkspaces(cfg *config.Config, chosen bool, dataDir, runDir string) (
 				}
 			}
 		}
+		if _, seen := refused[t.Name]; !seen && !chosen {
+			if what := broadWorkspace(t.Workspace, home); what != "" {
+				refused[t.Name] = fmt.Sprintf("local target %q: the workspace would be %s, tandem's current directory, which is %s: "+
+					"a session could change anything in it. Pass --workspace DIR with the project directory (or set workspace in tandem.yaml)",
+					t.Name, t.Workspace, what)
+			}
+		}
 	}
 	return refused, nil
+}
+
+// broadWorkspace says why dir is no place to let an agent write everywhere
+// (the root, a home directory, a system directory), or "" if it is fine.
+// It applies to the implicit workspace only: one chosen on purpose is the
+// user's call.
+func broadWorkspace(dir, home string) string {
+	dir = filepath.Clean(dir)
+	switch {
+	case dir == "/":
+		return "the root directory"
+	case home != "" && dir == filepath.Clean(home):
+		return "your home directory"
+	}
+	for _, exact := range []string{"/home", "/root", "/tmp", "/var", "/opt", "/srv", "/mnt", "/media"} {
+		if dir == exact {
+			return "a system directory"
+		}
+	}
+	for _, tree := range []string{"/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/dev", "/proc", "/sys", "/run"} {
+		if dir == tree || strings.HasPrefix(dir, tree+"/") {
+			return "a system directory"
+		}
+	}
+	return ""
 }
 
 func defaultDataDir(home string) string {

@@ -98,6 +98,9 @@ func (s *Server) connect(ctx context.Context, c session.Caller, a connectArgs) (
 	if t.Sandbox != nil {
 		r["sandbox"] = t.Sandbox
 	}
+	if t.Kind == "local" {
+		r["workspace"] = t.Workspace
+	}
 	return ok(r), nil
 }
 

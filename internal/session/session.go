@@ -40,6 +40,8 @@ type Target struct {
 	Dialer   shell.Dialer
 	// Sandbox describes what confines a sandboxed local shell; nil otherwise.
 	Sandbox any
+	// Workspace is a local target's read-write directory.
+	Workspace string
 }
 
 // Status values reported for sessions.

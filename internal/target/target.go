@@ -105,7 +105,7 @@ func (r *Resolver) Named(name string) (session.Target, error) {
 				return session.Target{}, fmt.Errorf("%w: target %q needs Landlock: %v; set sandbox: none on the target to run it unconfined", ErrSandboxUnavailable, name, err)
 			}
 		}
-		t := session.Target{Name: name, Kind: "local", Host: "localhost", Username: r.User, Dialer: o}
+		t := session.Target{Name: name, Kind: "local", Host: "localhost", Username: r.User, Dialer: o, Workspace: t.Workspace}
 		if !o.NoSandbox {
 			t.Sandbox = sandbox.Describe(o.Network)
 		}
