@@ -611,3 +611,41 @@ func TestImplicitWorkspaceChosenOnPurpose(t *testing.T) {
 		t.Errorf("the startup log does not name the workspace:\n%s", lastN(log, 2000))
 	}
 }
+
+// TestSandboxEnvironmentWorks: inside the sandbox the user's tools run from
+// their PATH, nothing waits for an editor, and the project gains no dotfiles
+// (issue 7 item 5).
+func TestSandboxEnvironmentWorks(t *testing.T) {
+	ws := t.TempDir()
+	srv := startServer(t, serverOpts{dir: ws})
+	tok := str(mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": "env"}))["sessionToken"])
+	s := sess{srv, "env", tok}
+	for _, tc := range []struct {
+		cmd, stdout string
+	}{
+		{"python3 -c 'print(6*7)'", "42\n"},
+		{"cd \"$TMPDIR\" && printf 'package main\\nfunc main() {}\\n' > m.go && go build -o m m.go && ./m && echo built && cd - >/dev/null", "built\n"},
+		{"echo $HOME | grep -c \"^$PWD\" || true", "0\n"},
+	} {
+		res := result(t, s.exec(t, tc.cmd, 60))
+		if res["stdout"] != tc.stdout {
+			t.Errorf("%s: %v", tc.cmd, res)
+		}
+	}
+	// git commit without -m must not open an editor and hang.
+	r := s.exec(t, "git init -q . && git -c user.email=a@b -c user.name=a commit --allow-empty", 20)
+	if r["error"] == "command_timeout" {
+		t.Fatalf("git commit without -m hung: %v", r)
+	}
+	if res := result(t, r); res["exitCode"] == 0.0 {
+		t.Errorf("git commit with an empty message succeeded: %v", res)
+	}
+	mustOK(t, s.exec(t, "rm -rf .git && history -a; echo done"))
+	mustOK(t, srv.call(t, "ssh_disconnect", map[string]any{"sessionName": "env", "sessionToken": tok}))
+	entries, _ := os.ReadDir(ws)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("the session left %s in the project", e.Name())
+		}
+	}
+}

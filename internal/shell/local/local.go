@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/creack/pty"
@@ -106,6 +107,11 @@ func (o *Options) Dial(ctx context.Context, l shell.Launch) (shell.Conn, error) 
 	if err != nil {
 		return nil, fmt.Errorf("local dial: create run dir: %w", err)
 	}
+	for _, sub := range []string{"home", "tmp"} {
+		if err := os.Mkdir(filepath.Join(runDir, sub), 0o700); err != nil {
+			return nil, errors.Join(fmt.Errorf("local dial: create run dir: %w", err), os.RemoveAll(runDir))
+		}
+	}
 	c, err := o.start(l, runDir)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("local dial: %w", err), os.RemoveAll(runDir))
@@ -192,12 +198,68 @@ func (o *Options) environ(launch []string, runDir string) []string {
 	}
 	env = append([]string(nil), env...)
 	env = append(env, terminalTypeVar)
-	if !o.NoSandbox || !hasVar(env, "HOME") {
-		env = append(env, "HOME="+o.Workspace)
+	if o.NoSandbox {
+		if !hasVar(env, "HOME") {
+			env = append(env, "HOME="+o.Workspace)
+		}
+		env = append(env, "TMPDIR="+filepath.Join(runDir, "tmp"))
+	} else {
+		env = append(o.sandboxEnv(readablePath(env, o.grants(runDir))), sessionHome(runDir)...)
 	}
-	env = append(env, "TMPDIR="+runDir)
 	env = append(env, launch...)
 	return append(env, runDirEnvName+"="+runDir)
+}
+
+// grants lists what a sandboxed shell of this target may read.
+func (o *Options) grants(runDir string) []string {
+	ro := o.ReadOnly
+	if ro == nil {
+		ro = sandbox.DefaultReadOnly()
+	}
+	return append([]string{o.Workspace, runDir}, ro...)
+}
+
+// sandboxEnv is env for a sandboxed shell: agent commands must never wait
+// for an editor or a pager nobody sees, so both are no-ops (git commit
+// without -m then stops with "empty commit message" instead of hanging).
+func (o *Options) sandboxEnv(env []string) []string {
+	return append(env, "GIT_EDITOR=true", "EDITOR=true", "VISUAL=true", "PAGER=cat", "GIT_PAGER=cat", "SYSTEMD_PAGER=cat")
+}
+
+// sessionHome points HOME, history, XDG directories and tool caches at the
+// session's private home under its run dir, so a session adds no dotfiles
+// to the project and no project .bashrc is sourced as the user's.
+func sessionHome(runDir string) []string {
+	home := filepath.Join(runDir, "home")
+	return []string{
+		"HOME=" + home, "TMPDIR=" + filepath.Join(runDir, "tmp"), "HISTFILE=" + filepath.Join(home, ".bash_history"),
+		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "XDG_CACHE_HOME=" + filepath.Join(home, ".cache"),
+		"XDG_DATA_HOME=" + filepath.Join(home, ".local", "share"), "XDG_STATE_HOME=" + filepath.Join(home, ".local", "state"),
+		"GOCACHE=" + filepath.Join(home, ".cache", "go-build"), "GOPATH=" + filepath.Join(home, "go"),
+		"npm_config_cache=" + filepath.Join(home, ".npm"), "PIP_CACHE_DIR=" + filepath.Join(home, ".cache", "pip"),
+	}
+}
+
+// readablePath drops the PATH entries the sandbox cannot read: a command
+// found there would only fail with "permission denied".
+func readablePath(env, grants []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			var keep []string
+			for _, dir := range filepath.SplitList(v) {
+				for _, g := range grants {
+					if dir != "" && filepath.IsAbs(dir) && sandbox.Covers(g, dir) {
+						keep = append(keep, dir)
+						break
+					}
+				}
+			}
+			kv = "PATH=" + strings.Join(keep, string(filepath.ListSeparator))
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 // hasVar reports whether env sets name.

@@ -35,7 +35,7 @@ func TestShell(t *testing.T) {
 	}{
 		{name: "echo", cmd: `echo "out-$((6*7))"`, want: `out-42\r\n`},
 		{name: "cwd is the workspace", cmd: `echo "cwd=$(pwd -P)|"`, want: `cwd={ws}\|`},
-		{name: "environment", cmd: `echo "home=$HOME term=$TERM tmp=${TMPDIR#"$TANDEM_RUNDIR"}|"`, want: `home={ws} term=xterm-256color tmp=\|`},
+		{name: "environment", cmd: `echo "home=${HOME#"$TANDEM_RUNDIR"} term=$TERM tmp=${TMPDIR#"$TANDEM_RUNDIR"} editor=$GIT_EDITOR pager=$PAGER|"`, want: `home=/home term=xterm-256color tmp=/tmp editor=true pager=cat\|`},
 		{name: "write in workspace", cmd: `echo data > f && mkdir a b && mv f a/ && mv a/f b/ && cat b/f && echo "w-$((1+1))"`,
 			want: `data\r\nw-2`,
 			check: func(t *testing.T, ws string) {
