@@ -50,12 +50,14 @@ func newServer(t testing.TB, inline int) *fixture {
 	if inline == 0 {
 		inline = 1 << 20
 	}
+	workspace, home := t.TempDir(), t.TempDir()
 	m := session.NewManager(&session.Options{Spool: &spool.Dir{Path: filepath.Join(state, "spool"), Inline: inline}})
+	// Registered after every temporary directory, so it runs before them.
 	t.Cleanup(m.Shutdown)
 	srv := mcp.New(mcp.Deps{
 		Sessions: m,
-		Targets: &target.Resolver{Config: config.Default(t.TempDir()), Stdio: true, Self: self,
-			Home: t.TempDir(), RunDir: runDir, Env: []string{"PATH=" + os.Getenv("PATH")}},
+		Targets: &target.Resolver{Config: config.Default(workspace), Stdio: true, Self: self,
+			Home: home, RunDir: runDir, Env: []string{"PATH=" + os.Getenv("PATH")}},
 		MonitorURL:        func(key string) string { return "http://127.0.0.1:1/s/" + key },
 		CommandTimeout:    30 * time.Second,
 		InlineOutputBytes: inline,

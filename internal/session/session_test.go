@@ -28,10 +28,14 @@ func localTarget(t *testing.T) session.Target {
 
 func create(t *testing.T, m *session.Manager, c session.Caller, name string) (*session.Session, string) {
 	t.Helper()
-	s, tok, err := m.Create(context.Background(), c, name, localTarget(t))
+	target := localTarget(t)
+	s, tok, err := m.Create(context.Background(), c, name, target)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Cleanups run last-registered first: end the shell before its
+	// workspace and run dir parent are removed under it.
+	t.Cleanup(m.Shutdown)
 	return s, tok
 }
 
