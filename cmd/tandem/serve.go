@@ -109,7 +109,7 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		Logger:        log,
 		IdleTimeout:   time.Duration(cfg.Limits.IdleTimeout),
 		MaxLifetime:   time.Duration(cfg.Limits.MaxLifetime),
-		Spool:         &spool.Dir{Path: spoolDir, Inline: cfg.Limits.InlineOutputBytes},
+		Spool:         &spool.Dir{Path: spoolDir, Inline: spool.DefaultInline},
 		RecordingsDir: filepath.Join(dataDir, "recordings"),
 	})
 	webDone := make(chan error, 1)

@@ -83,8 +83,19 @@ type Limits struct {
 	MaxLifetime       Duration `yaml:"maxLifetime"`
 	CommandTimeout    Duration `yaml:"commandTimeout"`
 	KeepaliveInterval Duration `yaml:"keepaliveInterval"`
-	InlineOutputBytes int      `yaml:"inlineOutputBytes"`
+	// InlineOutput is limits.inlineOutputBytes as written: nil when the
+	// file leaves it out, so an explicit 0 (no bound) stays distinct.
+	InlineOutput *int `yaml:"inlineOutputBytes"`
+	// InlineOutputBytes bounds the JSON size of all output inline in one
+	// reply (default DefaultInlineOutputBytes); 0 means no bound.
+	InlineOutputBytes int `yaml:"-"`
 }
+
+// DefaultInlineOutputBytes is the inline output budget of one reply. It
+// sits well under what agent clients keep of a tool result (Claude Code
+// about 25,000 tokens, Codex about 10 KiB); the rest is one ssh_read_output
+// call away.
+const DefaultInlineOutputBytes = 32 << 10
 
 // Duration is a time.Duration written as "30s", "15m" or "12h".
 type Duration time.Duration
@@ -150,8 +161,9 @@ func (c *Config) fill() {
 	if l.KeepaliveInterval == 0 {
 		l.KeepaliveInterval = Duration(5 * time.Second)
 	}
-	if l.InlineOutputBytes == 0 {
-		l.InlineOutputBytes = 1 << 20
+	l.InlineOutputBytes = DefaultInlineOutputBytes
+	if l.InlineOutput != nil {
+		l.InlineOutputBytes = *l.InlineOutput
 	}
 	if c.Audit.OnFailure == "" {
 		c.Audit.OnFailure = AuditRefuse
@@ -229,8 +241,8 @@ func (c *Config) validate(base, home string) error {
 	if l.IdleTimeout < 0 || l.MaxLifetime < 0 || l.CommandTimeout < 0 || l.KeepaliveInterval < 0 {
 		bad("limits", "durations must be positive")
 	}
-	if l.InlineOutputBytes < 1024 {
-		bad("limits.inlineOutputBytes", "must be at least 1024, got %d", l.InlineOutputBytes)
+	if l.InlineOutputBytes != 0 && l.InlineOutputBytes < 1024 {
+		bad("limits.inlineOutputBytes", "must be 0 (no bound) or at least 1024, got %d", l.InlineOutputBytes)
 	}
 	if c.Audit.OnFailure != AuditRefuse && c.Audit.OnFailure != AuditContinue {
 		bad("audit.onFailure", "must be refuse or continue, got %q", c.Audit.OnFailure)

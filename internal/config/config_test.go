@@ -26,6 +26,8 @@ func TestParseErrors(t *testing.T) {
 		{"duration", "limits:\n  idleTimeout: soon\n", `"soon" is not a duration`},
 		{"sandbox", "targets:\n  - {name: a, kind: local, workspace: ., sandbox: docker}\n", "sandbox: must be landlock or none"},
 		{"not yaml", "targets: [\n", "line"},
+		{"tiny inline budget", "limits:\n  inlineOutputBytes: 512\n", "limits.inlineOutputBytes: must be 0 (no bound) or at least 1024"},
+		{"negative inline budget", "limits:\n  inlineOutputBytes: -1\n", "limits.inlineOutputBytes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,7 +61,7 @@ func TestLoadResolvesAndDefaults(t *testing.T) {
 	if s.Port != 22 || s.KeyFile != "/home/x/.ssh/id" || s.HostKeyPolicy != "accept-new" {
 		t.Errorf("ssh target: %+v", s)
 	}
-	if time.Duration(c.Limits.IdleTimeout) != 5*time.Minute || time.Duration(c.Limits.CommandTimeout) != 120*time.Second || c.Limits.InlineOutputBytes != 1<<20 {
+	if time.Duration(c.Limits.IdleTimeout) != 5*time.Minute || time.Duration(c.Limits.CommandTimeout) != 120*time.Second || c.Limits.InlineOutputBytes != 32<<10 {
 		t.Errorf("limits: %+v", c.Limits)
 	}
 	if !c.AdHocAllowed(true) || c.AdHocAllowed(false) {
@@ -77,5 +79,28 @@ func TestEmptyAndDefault(t *testing.T) {
 	d := config.Default("/work")
 	if len(d.Targets) != 1 || d.Targets[0].Name != "local" || d.Targets[0].Sandbox != "landlock" {
 		t.Errorf("default: %+v", d.Targets)
+	}
+}
+
+// TestInlineBudget: left out means the bounded default; an explicit 0 is
+// the unbounded contract (every byte inline), not the default.
+func TestInlineBudget(t *testing.T) {
+	tests := []struct {
+		yaml string
+		want int
+	}{
+		{"", config.DefaultInlineOutputBytes},
+		{"limits:\n  idleTimeout: 1m\n", config.DefaultInlineOutputBytes},
+		{"limits:\n  inlineOutputBytes: 0\n", 0},
+		{"limits:\n  inlineOutputBytes: 4096\n", 4096},
+	}
+	for _, tc := range tests {
+		c, err := config.Parse([]byte(tc.yaml), "/", "/")
+		if err != nil || c.Limits.InlineOutputBytes != tc.want {
+			t.Errorf("%q: %v, budget %d, want %d", tc.yaml, err, c.Limits.InlineOutputBytes, tc.want)
+		}
+	}
+	if d := config.Default("/"); d.Limits.InlineOutputBytes != config.DefaultInlineOutputBytes {
+		t.Errorf("embedded default budget %d", d.Limits.InlineOutputBytes)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tandem-sh/tandem/internal/audit"
+	"github.com/tandem-sh/tandem/internal/config"
 	"github.com/tandem-sh/tandem/internal/mcp"
 	"github.com/tandem-sh/tandem/internal/mcptest"
 	"github.com/tandem-sh/tandem/internal/store"
@@ -97,7 +98,7 @@ func BenchmarkAuditedCalls(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = st.Close() })
-	f.srv = mcp.New(mcp.Deps{Sessions: f.sessions, Audit: audit.New(st), InlineOutputBytes: 1 << 20,
+	f.srv = mcp.New(mcp.Deps{Sessions: f.sessions, Audit: audit.New(st), InlineOutputBytes: config.DefaultInlineOutputBytes,
 		MonitorURL: func(string) string { return "" }})
 	c := f.client(b)
 	b.ResetTimer()

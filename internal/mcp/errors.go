@@ -23,6 +23,7 @@ const (
 	codeShellExited        = "shell_exited"
 	codeCaptureFailed      = "capture_failed"
 	codeNotRunning         = "no_command_running"
+	codeUnknownCommand     = "unknown_command"
 	codeSessionExists      = "session_exists"
 	codeInvalidName        = "invalid_session_name"
 	codeUnknownTarget      = "unknown_target"
@@ -143,27 +144,31 @@ func invalidToken(name string) *failure {
 
 func (s *Server) gateFailure(c session.Caller, g *session.GateError) *failure {
 	cmds := make([]any, 0, len(g.Commands))
+	p := s.plan(c)
 	for _, rec := range g.Commands {
-		cmds = append(cmds, s.userCommand(c, rec))
+		cmds = append(cmds, userCommand(p, rec))
 	}
+	p.fill()
 	return fail(codeUserActivity, "User commands executed since last MCP command. Review activity and retry.", reply{
 		"userActivitySince": g.Since.UTC().Format(time.RFC3339Nano),
 		"userCommands":      cmds,
 	})
 }
 
-// userCommand renders one human command for the gate, its output under
-// the same inline limit and resources as the agent's own.
-func (s *Server) userCommand(c session.Caller, rec session.Record) reply {
+// userCommand renders one human command for the gate. Its output joins
+// the plan: every command is listed whatever its size, and the outputs of
+// all of them share the reply's one budget.
+func userCommand(p *plan, rec session.Record) reply {
 	r := reply{
+		"commandId": rec.ID,
 		"command":   rec.Command,
 		"exitCode":  exitCode(rec),
 		"duration":  rec.Duration.Milliseconds(),
 		"timestamp": rec.Started.UTC().Format(time.RFC3339Nano),
 		"cwd":       rec.Cwd,
 	}
-	s.stream(r, c, rec.ID, "stdout", rec.Stdout)
-	s.stream(r, c, rec.ID, "stderr", rec.Stderr)
+	p.add(r, rec.ID, "stdout", rec.Stdout)
+	p.add(r, rec.ID, "stderr", rec.Stderr)
 	if rec.Merged {
 		r["streams"] = "merged"
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/tandem-sh/tandem/internal/mcptest"
 )
 
@@ -87,7 +89,12 @@ func golden(t *testing.T, name string, reply map[string]any) {
 func TestGoldenReplies(t *testing.T) {
 	f := newServer(t, 64)
 	c := f.client(t)
-	call := func(tool string, args map[string]any) map[string]any { return c.Call(t, tool, args) }
+	valid := schemas(t, c)
+	call := func(tool string, args map[string]any) map[string]any {
+		r := c.Call(t, tool, args)
+		valid(tool, r)
+		return r
+	}
 	conn := call("ssh_connect", map[string]any{"name": "gold"})
 	golden(t, "connect_ok", conn)
 	s := mcptest.Session{Name: "gold", Token: mcptest.Str(conn["sessionToken"])}
@@ -122,8 +129,24 @@ func TestGoldenReplies(t *testing.T) {
 		{"list_sessions", "ssh_list_sessions", map[string]any{}},
 		{"monitoring_url", "ssh_get_monitoring_url", args(nil)},
 	}
+	var large string
 	for _, st := range steps {
-		golden(t, st.name, call(st.tool, st.args))
+		r := call(st.tool, st.args)
+		golden(t, st.name, r)
+		if st.name == "exec_large" {
+			large = mcptest.Str(r["commandId"])
+		}
+	}
+	for _, st := range []struct {
+		name string
+		args map[string]any
+	}{
+		{"read_output_ok", args(map[string]any{"commandId": large, "offset": -9})},
+		{"read_output_grep", args(map[string]any{"commandId": large, "grep": "^3[0-2]$"})},
+		{"read_output_unknown_command", args(map[string]any{"commandId": "cmd_nope"})},
+		{"read_output_invalid_arguments", args(map[string]any{"commandId": large, "offset": 1000})},
+	} {
+		golden(t, st.name, call("ssh_read_output", st.args))
 	}
 
 	// The gate: a human command, then the blocked call and the one after.
@@ -142,4 +165,71 @@ func TestGoldenReplies(t *testing.T) {
 	golden(t, "exec_after_gate", call("ssh_exec", args(map[string]any{"command": "echo again"})))
 	golden(t, "disconnect_ok", call("ssh_disconnect", args(nil)))
 	golden(t, "exec_session_ended", call("ssh_exec", args(map[string]any{"command": "true"})))
+}
+
+// schemas returns a check that a tool's reply validates against the output
+// schema the server lists for it, closed: every field of every object in
+// the reply must be described, and nothing else may appear.
+func schemas(t *testing.T, c *mcptest.Client) func(tool string, reply map[string]any) {
+	t.Helper()
+	list, err := c.CS.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved := map[string]*jsonschema.Resolved{}
+	for _, tool := range list.Tools {
+		if tool.Title == "" || tool.Annotations == nil || tool.Description == "" {
+			t.Errorf("%s: title %q, annotations %v", tool.Name, tool.Title, tool.Annotations)
+		}
+		for _, in := range []any{tool.InputSchema, tool.OutputSchema} {
+			props, _ := in.(map[string]any)["properties"].(map[string]any)
+			for name, p := range props {
+				if d, _ := p.(map[string]any)["description"].(string); d == "" && in == tool.InputSchema {
+					t.Errorf("%s: input property %q has no description", tool.Name, name)
+				}
+			}
+		}
+		b, _ := json.Marshal(closeSchema(tool.OutputSchema))
+		var sch jsonschema.Schema
+		if err := json.Unmarshal(b, &sch); err != nil {
+			t.Fatalf("%s: %v", tool.Name, err)
+		}
+		rs, err := sch.Resolve(nil)
+		if err != nil {
+			t.Fatalf("%s: output schema: %v", tool.Name, err)
+		}
+		resolved[tool.Name] = rs
+	}
+	return func(tool string, reply map[string]any) {
+		t.Helper()
+		rs := resolved[tool]
+		if rs == nil {
+			t.Fatalf("no output schema for %s", tool)
+		}
+		if err := rs.Validate(reply); err != nil {
+			t.Errorf("%s reply does not match its output schema: %v\n%s", tool, err, mcptest.Short(reply))
+		}
+	}
+}
+
+// closeSchema forbids, in a copy of s, every property no schema describes.
+func closeSchema(s any) any {
+	switch x := s.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, v := range x {
+			out[k] = closeSchema(v)
+		}
+		if _, ok := x["properties"]; ok {
+			out["additionalProperties"] = false
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, v := range x {
+			out[i] = closeSchema(v)
+		}
+		return out
+	}
+	return s
 }

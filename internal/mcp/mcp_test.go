@@ -47,11 +47,14 @@ func newServer(t testing.TB, inline int) *fixture {
 	if err := os.Mkdir(runDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if inline == 0 {
-		inline = 1 << 20
+	switch {
+	case inline == 0:
+		inline = config.DefaultInlineOutputBytes
+	case inline < 0:
+		inline = 0 // no bound
 	}
 	workspace, home := t.TempDir(), t.TempDir()
-	m := session.NewManager(&session.Options{Spool: &spool.Dir{Path: filepath.Join(state, "spool"), Inline: inline}})
+	m := session.NewManager(&session.Options{Spool: &spool.Dir{Path: filepath.Join(state, "spool"), Inline: spool.DefaultInline}})
 	// Registered after every temporary directory, so it runs before them.
 	t.Cleanup(m.Shutdown)
 	srv := mcp.New(mcp.Deps{

@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"net/url"
 	"os"
@@ -35,69 +34,14 @@ type storedOutput struct {
 	size  int64
 }
 
-// putStream sets r[name] to the stream, base64 with name+"Encoding" when
-// the bytes are not UTF-8, so the agent gets them exactly.
-func putStream(r reply, name string, b []byte) {
-	if utf8.Valid(b) {
-		r[name] = string(b)
-		return
-	}
-	r[name] = base64.StdEncoding.EncodeToString(b)
-	r[name+"Encoding"] = "base64"
-}
-
-// result renders a command's result object.
+// result renders a command's result object, its output under one budget.
 func (s *Server) result(c session.Caller, rec session.Record) reply {
 	r := reply{"exitCode": exitCode(rec), "durationMs": rec.Duration.Milliseconds(), "cwd": rec.Cwd}
-	s.stream(r, c, rec.ID, "stdout", rec.Stdout)
-	s.stream(r, c, rec.ID, "stderr", rec.Stderr)
+	p := s.plan(c)
+	p.add(r, rec.ID, "stdout", rec.Stdout)
+	p.add(r, rec.ID, "stderr", rec.Stderr)
+	p.fill()
 	return r
-}
-
-// stream puts one stream into r: inline up to the limit, else the head
-// inline plus name+"Resource" from which the caller can read all of it.
-//
-// If tandem could not keep every byte (a full disk), name+"Error" says how
-// many bytes are missing: what the reply and the resource hold is the
-// output up to the failure.
-// capture is what stream needs of one captured output stream (a spool
-// file): its size, its first bytes, a path to serve the rest from, and
-// what was lost writing it.
-type capture interface {
-	Size() int64
-	Head(n int) []byte
-	Persist() (string, error)
-	Lost() int64
-	Err() error
-}
-
-func (s *Server) stream(r reply, c session.Caller, id, name string, f capture) {
-	if lost := f.Lost(); lost > 0 {
-		s.log.Error("output lost", "command", id, "stream", name, "bytes", lost, "err", f.Err())
-		r[name+"Error"] = fmt.Sprintf("%d bytes of %s after the first %d were lost: %v. Free space under tandem's data directory and run the command again.", lost, name, f.Size(), f.Err())
-	}
-	limit := s.deps.InlineOutputBytes
-	size := f.Size()
-	if size <= int64(limit) {
-		putStream(r, name, f.Head(limit))
-		return
-	}
-	head := f.Head(limit)
-	putStream(r, name, head[:utf8Cut(head, limit)])
-	r[name+"Truncated"] = true
-	path, err := f.Persist()
-	if err != nil {
-		s.log.Error("spool output", "command", id, "err", err)
-		if _, said := r[name+"Error"]; !said {
-			r[name+"Error"] = "the full output could not be kept: " + err.Error()
-		}
-		return
-	}
-	uri := s.outputs.add(c, id, name, path, size)
-	r[name+"Resource"] = reply{
-		"uri": uri, "bytes": size, "pageBytes": pageBytes,
-		"pages": (size + pageBytes - 1) / pageBytes,
-	}
 }
 
 func (o *outputs) add(c session.Caller, id, stream, path string, size int64) string {
@@ -162,16 +106,4 @@ func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 		}
 	}()
 	return s.outputs.read(s.caller(req.Session), req.Params.URI)
-}
-
-// utf8Cut returns the largest n <= max that does not split a UTF-8 rune.
-func utf8Cut(b []byte, max int) int {
-	if max >= len(b) {
-		return len(b)
-	}
-	n := max
-	for n > 0 && n > max-utf8.UTFMax && !utf8.RuneStart(b[n]) {
-		n--
-	}
-	return n
 }

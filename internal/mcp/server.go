@@ -14,7 +14,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -31,6 +30,9 @@ import (
 type Sessions interface {
 	Create(ctx context.Context, c session.Caller, name string, t session.Target) (*session.Session, string, error)
 	Lookup(c session.Caller, name, token string) (*session.Session, error)
+	// LookupOutput is Lookup that also finds the caller's ended sessions
+	// of this process, for reading back their output.
+	LookupOutput(c session.Caller, name, token string) (*session.Session, error)
 	List(c session.Caller) []session.Info
 	Disconnect(s *session.Session) error
 	EndOwner(c session.Caller)
@@ -66,8 +68,9 @@ type Deps struct {
 	Tenant string
 	// CommandTimeout is ssh_exec's default timeout.
 	CommandTimeout time.Duration
-	// InlineOutputBytes is the most of each stream sent inline; the spool
-	// given to the session layer must keep at least this much in memory.
+	// InlineOutputBytes bounds the JSON size of all output inline in one
+	// reply, every stream of every command in it together; 0 means no
+	// bound. What does not fit is read back with ssh_read_output.
 	InlineOutputBytes int
 	Logger            *slog.Logger
 	// Version is reported to clients.
@@ -266,55 +269,82 @@ func (s *Server) audit(ctx context.Context, c session.Caller, tool string, info 
 	}
 }
 
+// toolSpec is one tool's metadata: what a client shows and how it may
+// treat the tool.
+type toolSpec struct {
+	name, title, desc string
+	in                json.RawMessage
+	out               schema
+	readOnly          bool
+	destructive       bool
+	handler           mcp.ToolHandler
+}
+
 func (s *Server) register() {
-	add := func(name, desc string, in, out string, h mcp.ToolHandler) {
-		s.srv.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: json.RawMessage(in), OutputSchema: json.RawMessage(out)}, h)
+	yes, no := true, false
+	for _, t := range []toolSpec{
+		{name: "ssh_connect", title: "Open a shell session", in: connectSchema,
+			desc: "Start a shell session on a configured target (or, where allowed, an SSH host) and get its sessionToken and the monitoringUrl where a human can watch and type into it.",
+			out: schema{"connection": connectionSchema, "sessionToken": typed("string", "Pass to every other tool; shown only once."),
+				"monitoringUrl": typed("string", "The browser URL where a human can watch and type into the session; give it to the human."),
+				"workspace":     typed("string", "A local session's read-write directory."),
+				"sandbox":       sandboxSchema},
+			handler: handler(s, "ssh_connect", s.connect)},
+		{name: "ssh_exec", title: "Run a command", in: execSchema, destructive: true,
+			desc:    "Run a command in the session's shared shell (cd, export and venvs persist). Returns stdout, stderr, exitCode, durationMs and cwd; large output comes as head and tail, the rest readable with ssh_read_output. Refused once with user_activity_detected if the human ran commands since your last call.",
+			out:     schema{"result": resultSchema},
+			handler: handler(s, "ssh_exec", s.exec)},
+		{name: "ssh_read_output", title: "Read a command's output", in: readOutputSchema, readOnly: true,
+			desc: "Read any command's complete output by commandId, the agent's or the human's: a byte range (offset may be negative, from the end), or the lines matching an RE2 pattern with their line numbers. Also reports a command that outlived its call: running, then exitCode and durationMs. Read-only: it does not touch the user-activity gate.",
+			out: schema{
+				"stream":     typed("string", "stdout or stderr."),
+				"offset":     typed("integer", "The byte offset the data starts at."),
+				"bytes":      typed("integer", "How many bytes data holds."),
+				"totalBytes": typed("integer", "The stream's size so far."),
+				"eof":        typed("boolean", "True when data reaches the end of a command that has ended."),
+				"data":       typed("string", "The bytes read."),
+				"encoding":   schema{"type": "string", "enum": []string{"base64"}, "description": "Present when data is base64 because the bytes are not UTF-8."},
+				"durationMs": typed("integer", "How long the command ran, once it has ended."),
+				"matches": arrayOf("With grep: the matching lines, in order.", object("One matching line.", schema{
+					"line":   typed("integer", "Its line number, from 1 at the start of the stream."),
+					"offset": typed("integer", "The byte offset where it starts."),
+					"text":   typed("string", "The line, without its line end (bytes that are not UTF-8 shown as U+FFFD; at most 4 KiB)."),
+				})),
+				"nextOffset": typed("integer", "With grep: where to continue when more lines may match."),
+			},
+			handler: handler(s, "ssh_read_output", s.readOutput)},
+		{name: "ssh_list_sessions", title: "List sessions", in: emptySchema, readOnly: true,
+			desc: "List your own sessions (never tokens).",
+			out:  schema{"sessions": arrayOf("Your live sessions, oldest first.", connectionSchema)},
+			handler: handler(s, "ssh_list_sessions", func(_ context.Context, c session.Caller, _ struct{}) (reply, error) {
+				return s.list(c), nil
+			})},
+		{name: "ssh_disconnect", title: "End a session", in: sessionSchema, destructive: true,
+			desc:    "End the session: its shell and processes stop.",
+			out:     schema{},
+			handler: handler(s, "ssh_disconnect", s.disconnect)},
+		{name: "ssh_get_monitoring_url", title: "Get the monitoring URL", in: sessionSchema, readOnly: true,
+			desc: "Get the browser URL where a human can watch and type into the session.",
+			out: schema{"sessionName": typed("string", "The session."),
+				"monitoringUrl": typed("string", "The browser URL; give it to the human.")},
+			handler: handler(s, "ssh_get_monitoring_url", s.monitoringURL)},
+		{name: "ssh_cancel", title: "Interrupt the running command", in: sessionSchema, destructive: true,
+			desc:    "Interrupt your running command: Ctrl-C, then SIGTERM and SIGKILL after a grace period.",
+			out:     schema{"result": resultSchema},
+			handler: handler(s, "ssh_cancel", s.cancel)},
+	} {
+		ann := &mcp.ToolAnnotations{Title: t.title, ReadOnlyHint: t.readOnly, OpenWorldHint: &yes}
+		if !t.readOnly {
+			ann.DestructiveHint = &no
+			if t.destructive {
+				ann.DestructiveHint = &yes
+			}
+		}
+		s.srv.AddTool(&mcp.Tool{Name: t.name, Title: t.title, Description: t.desc, Annotations: ann,
+			InputSchema: t.in, OutputSchema: outputSchema(t.out)}, t.handler)
 	}
-	add("ssh_connect", "Start a shell session on a configured target (or, where allowed, an SSH host) and get its sessionToken. A human can watch and type into the session from a browser.",
-		connectSchema, outputSchema(`"connection":{"type":"object"},"sessionToken":{"type":"string"}`),
-		handler(s, "ssh_connect", s.connect))
-	add("ssh_exec", "Run a command in the session's shared shell (cd, export and venvs persist). Returns stdout, stderr, exitCode, durationMs and cwd. Refused once with user_activity_detected if the human ran commands since your last call.",
-		execSchema, outputSchema(`"result":{"type":"object"},"commandId":{"type":"string"}`),
-		handler(s, "ssh_exec", s.exec))
-	add("ssh_list_sessions", "List your own sessions (never tokens).",
-		`{"type":"object","properties":{},"additionalProperties":false}`, outputSchema(`"sessions":{"type":"array"}`),
-		handler(s, "ssh_list_sessions", func(_ context.Context, c session.Caller, _ struct{}) (reply, error) { return s.list(c), nil }))
-	add("ssh_disconnect", "End the session: its shell and processes stop.",
-		sessionSchema, outputSchema(""),
-		handler(s, "ssh_disconnect", s.disconnect))
-	add("ssh_get_monitoring_url", "Get the browser URL where a human can watch and type into the session.",
-		sessionSchema, outputSchema(`"sessionName":{"type":"string"},"monitoringUrl":{"type":"string"}`),
-		handler(s, "ssh_get_monitoring_url", s.monitoringURL))
-	add("ssh_cancel", "Interrupt your running command: Ctrl-C, then SIGTERM and SIGKILL after a grace period.",
-		sessionSchema, outputSchema(`"result":{"type":"object"}`),
-		handler(s, "ssh_cancel", s.cancel))
 	s.srv.AddResourceTemplate(&mcp.ResourceTemplate{
 		Name: "command-output", URITemplate: outputURIPrefix + "{commandId}/{stream}{?page}", MIMEType: "text/plain",
 		Description: "The complete stdout or stderr of a command whose output was too large to send inline. Add ?page=N for page N.",
 	}, s.readResource)
 }
-
-func outputSchema(props string) string {
-	if props != "" {
-		props = "," + props
-	}
-	return fmt.Sprintf(`{"type":"object","properties":{"success":{"type":"boolean"},"error":{"type":"string"},"message":{"type":"string"}%s},"required":["success"]}`, props)
-}
-
-const sessionProps = `"sessionName":{"type":"string","description":"The name given to ssh_connect."},` +
-	`"sessionToken":{"type":"string","description":"The sessionToken ssh_connect returned."}`
-
-const sessionSchema = `{"type":"object","properties":{` + sessionProps + `},"required":["sessionName","sessionToken"],"additionalProperties":false}`
-
-const execSchema = `{"type":"object","properties":{` + sessionProps + `,` +
-	`"command":{"type":"string","description":"The command line, run by bash in the shared shell."},` +
-	`"timeoutSeconds":{"type":"number","description":"How long to wait (default 120). The command keeps running after it; see ssh_cancel."}},` +
-	`"required":["sessionName","sessionToken","command"],"additionalProperties":false}`
-
-const connectSchema = `{"type":"object","properties":{` +
-	`"name":{"type":"string","description":"A name for the session, unique among yours."},` +
-	`"target":{"type":"string","description":"A configured target name. Omit to use the only configured target."},` +
-	`"host":{"type":"string"},"port":{"type":"integer","default":22},"username":{"type":"string"},` +
-	`"password":{"type":"string"},"privateKey":{"type":"string","description":"Private key content."},` +
-	`"keyFilePath":{"type":"string"},"passphrase":{"type":"string"},"useAgent":{"type":"boolean"}},` +
-	`"required":["name"],"additionalProperties":false}`

@@ -91,9 +91,10 @@ func (s *Server) connect(ctx context.Context, c session.Caller, a connectArgs) (
 	}
 	noteSession(ctx, sess)
 	r := reply{
-		"connection":   connection(sess.Info()),
-		"sessionToken": tok,
-		"message":      "Session created. Use sessionToken for all subsequent commands.",
+		"connection":    connection(sess.Info()),
+		"sessionToken":  tok,
+		"monitoringUrl": s.deps.MonitorURL(sess.MonitorKey()),
+		"message":       "Session created. Use sessionToken for all subsequent commands.",
 	}
 	if t.Sandbox != nil {
 		r["sandbox"] = t.Sandbox

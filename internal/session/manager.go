@@ -197,6 +197,7 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 // commandDone files a finished command: a human's goes to the gate, and
 // every command goes to the journal. The shell's lock is held.
 func (m *Manager) commandDone(s *Session, r shell.Record) {
+	s.keep(r, true)
 	if r.Source == "user" {
 		s.userCommand(r)
 	}
@@ -240,6 +241,23 @@ func (m *Manager) Lookup(c Caller, name, token string) (*Session, error) {
 		return nil, &EndedError{Name: name, Reason: s.endReason, At: s.endedAt}
 	}
 	return s, nil
+}
+
+// LookupOutput is Lookup for reading back output: it also finds a session
+// of this process that has ended, so the output of the command that ended
+// it (an exit, a crash) stays readable. The checks are Lookup's.
+func (m *Manager) LookupOutput(c Caller, name, token string) (*Session, error) {
+	k := key{c.Tenant, name}
+	m.mu.Lock()
+	s := m.sessions[k]
+	if s == nil {
+		s = m.ended[k]
+	}
+	m.mu.Unlock()
+	if s != nil && s.caller == c && token != "" && tokenMatches(s.tokenHash, token) {
+		return s, nil
+	}
+	return m.Lookup(c, name, token)
 }
 
 // List returns the caller's own live sessions, oldest first.

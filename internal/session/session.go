@@ -80,6 +80,19 @@ type Session struct {
 	pending      []shell.Record
 	endReason    string
 	endedAt      time.Time
+	commands     map[string]*kept // by command ID, for read-back
+	order        []string         // command IDs, oldest first
+}
+
+// MaxKeptCommands is how many of a session's latest commands can be read
+// back by ID; older ones drop out of the index (their files stay).
+const MaxKeptCommands = 1000
+
+// kept is one command as it stands: a record whose streams keep filling
+// while it runs, and whether it has ended.
+type kept struct {
+	rec  shell.Record
+	done bool
 }
 
 // Info is what a caller may see of its own session. It never holds a token.
@@ -169,6 +182,56 @@ func (s *Session) userCommand(r shell.Record) {
 	s.mu.Unlock()
 }
 
+// keep files a command for read-back. A running command's partial record
+// never replaces its final one, whichever arrives first.
+func (s *Session) keep(r shell.Record, done bool) {
+	if r.ID == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.commands == nil {
+		s.commands = map[string]*kept{}
+	}
+	if k, ok := s.commands[r.ID]; ok {
+		if !k.done {
+			k.rec, k.done = r, done
+		}
+		return
+	}
+	s.commands[r.ID] = &kept{rec: r, done: done}
+	s.order = append(s.order, r.ID)
+	if len(s.order) > MaxKeptCommands {
+		delete(s.commands, s.order[0])
+		s.order = s.order[1:]
+	}
+}
+
+// Command finds one of the session's latest commands, the agent's or the
+// human's, by ID: its record as it stands and whether it has ended. A
+// running command's streams keep growing; its exit code and duration are
+// final only once done.
+func (s *Session) Command(id string) (rec Record, done, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, ok := s.commands[id]
+	if !ok {
+		return Record{}, false, false
+	}
+	rec, done = k.rec, k.done
+	if !done {
+		rec.Duration = time.Since(rec.Started)
+		// A command cut off by its shell's end (exit, a lost connection)
+		// never reports an end of its own: its output is complete.
+		select {
+		case <-s.sh.Done():
+			done, rec.ExitKnown = true, false
+		default:
+		}
+	}
+	return rec, done, true
+}
+
 // Exec passes the gate and runs command in the session's shell. The gate is
 // checked atomically with the shell's idle check, so no human command can
 // slip between them; o.Admit is always the gate.
@@ -178,6 +241,9 @@ func (s *Session) Exec(ctx context.Context, command string, o shell.ExecOptions)
 	rec, err := s.sh.Exec(ctx, command, o)
 	s.touch()
 	if err != nil {
+		// A command that outlived the call, or whose shell died, can still
+		// be read back; its end, if it comes, is filed by commandDone.
+		s.keep(rec, false)
 		return rec, s.wrapShellErr(err)
 	}
 	return rec, nil

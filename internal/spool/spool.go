@@ -14,6 +14,10 @@ import (
 	"syscall"
 )
 
+// DefaultInline is how much of each stream a server keeps in memory: the
+// whole output of most commands, so small replies never touch the disk.
+const DefaultInline = 64 << 10
+
 // Dir creates Files. A nil *Dir keeps everything in memory (tests only).
 type Dir struct {
 	// Path is where spilled streams are written, created 0700 on demand.

@@ -1,0 +1,185 @@
+package mcp
+
+import "encoding/json"
+
+// The tools' input and output schemas, built from small parts so that the
+// same field is described the same way everywhere. Output schemas list
+// every field tandem can send, errors' included; they stay open
+// (additional properties allowed) so that a client validating strictly is
+// never broken by a field added later. The golden tests close them to
+// check that nothing sent is undocumented.
+
+type schema = map[string]any
+
+func typed(t, desc string) schema { return schema{"type": t, "description": desc} }
+
+func object(desc string, props schema, required ...string) schema {
+	s := schema{"type": "object", "description": desc, "properties": props}
+	if len(required) > 0 {
+		s["required"] = required
+	}
+	return s
+}
+
+func arrayOf(desc string, items schema) schema {
+	return schema{"type": "array", "description": desc, "items": items}
+}
+
+func nullable(t, desc string) schema {
+	return schema{"type": []string{t, "null"}, "description": desc}
+}
+
+func merge(parts ...schema) schema {
+	out := schema{}
+	for _, p := range parts {
+		for k, v := range p {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // the schemas are constants: this is a programming error
+	}
+	return b
+}
+
+// streamFields describes one output stream as a reply carries it: whole,
+// or cut to head and tail with its size and where to read the rest.
+func streamFields(name string) schema {
+	return schema{
+		name:                  typed("string", "The "+name+" output; when "+name+"Truncated, its exact first bytes."),
+		name + "Encoding":     schema{"type": "string", "enum": []string{"base64"}, "description": "Present when " + name + " is base64 because the bytes are not UTF-8."},
+		name + "Tail":         typed("string", "When "+name+"Truncated: the exact last bytes of "+name+", at least as many as the head."),
+		name + "TailEncoding": schema{"type": "string", "enum": []string{"base64"}, "description": "Present when " + name + "Tail is base64."},
+		name + "Bytes":        typed("integer", "When "+name+"Truncated: the stream's total size in bytes."),
+		name + "Truncated":    typed("boolean", "True when the stream did not fit the reply's inline budget; read the rest with ssh_read_output."),
+		name + "Resource": object("When "+name+"Truncated: the whole stream as an MCP resource.", schema{
+			"uri":       typed("string", "Resource URI; add ?page=N for page N (from 0)."),
+			"bytes":     typed("integer", "Total size in bytes."),
+			"pageBytes": typed("integer", "Size of one page."),
+			"pages":     typed("integer", "Number of pages."),
+		}),
+		name + "Error": typed("string", "Present when tandem could not keep every byte (a full disk): how much is missing."),
+	}
+}
+
+var resultSchema = object("The command's result. Output streams share one inline budget (limits.inlineOutputBytes).",
+	merge(schema{
+		"exitCode":   nullable("integer", "The exit status; null when the shell could not report one."),
+		"durationMs": typed("integer", "How long the command ran, in milliseconds."),
+		"cwd":        typed("string", "The shell's working directory after the command."),
+	}, streamFields("stdout"), streamFields("stderr")))
+
+var userCommandSchema = object("A command the human ran in the browser terminal.",
+	merge(schema{
+		"commandId": typed("string", "Pass to ssh_read_output to read this command's whole output."),
+		"command":   typed("string", "The command line the human ran."),
+		"exitCode":  nullable("integer", "Its exit status; null when unknown."),
+		"duration":  typed("integer", "How long it ran, in milliseconds."),
+		"timestamp": typed("string", "When it started (RFC 3339)."),
+		"cwd":       typed("string", "The working directory after it."),
+		"streams":   schema{"type": "string", "enum": []string{"merged"}, "description": "\"merged\": a terminal has one output, so stderr is inside stdout."},
+	}, streamFields("stdout"), streamFields("stderr")))
+
+var connectionSchema = object("The session.", schema{
+	"name":         typed("string", "The session name."),
+	"target":       typed("string", "The configured target name; empty for an ad-hoc SSH host."),
+	"host":         typed("string", "The host the shell runs on."),
+	"port":         typed("integer", "The SSH port; 0 for a local session."),
+	"username":     typed("string", "The login; empty for a local session."),
+	"kind":         schema{"type": "string", "enum": []string{"ssh", "local"}, "description": "ssh or local."},
+	"status":       schema{"type": "string", "enum": []string{"active", "ended"}, "description": "active or ended."},
+	"createdAt":    typed("string", "When the session started (RFC 3339)."),
+	"lastActivity": typed("string", "The last agent call or human input (RFC 3339)."),
+	"cwd":          typed("string", "The shell's working directory."),
+})
+
+var sandboxSchema = object("What confines a sandboxed local session on this kernel.", schema{
+	"landlockABI": typed("integer", "The kernel's Landlock ABI version."),
+	"filesystem":  typed("string", "What the session may read and write."),
+	"tcp":         typed("string", "What TCP the session may use."),
+	"udp":         typed("string", "What UDP the session may use."),
+	"unixSockets": typed("string", "Which UNIX sockets the session may reach."),
+	"signals":     typed("string", "Which processes the session may signal."),
+	"notEnforced": arrayOf("What the sandbox does not prevent.", typed("string", "One limitation.")),
+})
+
+// replyFields are the fields every reply may carry: the outcome, and the
+// fields of each error code.
+var replyFields = schema{
+	"success":           typed("boolean", "Whether the call did what it was asked."),
+	"error":             typed("string", "On failure: a stable code to branch on, e.g. user_activity_detected, command_timeout, session_busy."),
+	"message":           typed("string", "What happened and what to do next."),
+	"field":             typed("string", "invalid_arguments: the argument that was wrong."),
+	"hint":              typed("string", "invalid_session_token: the call format."),
+	"reason":            typed("string", "session_ended: why it ended; session_busy: why the shell cannot take a command."),
+	"endedAt":           typed("string", "session_ended: when (RFC 3339)."),
+	"running":           typed("boolean", "command_timeout: the command is still running."),
+	"commandId":         typed("string", "The command this reply is about; pass it to ssh_read_output."),
+	"partial":           resultSchema,
+	"runningCommand":    typed("string", "session_busy: the command that holds the shell."),
+	"runningSince":      typed("string", "session_busy: when it started (RFC 3339)."),
+	"partialLine":       typed("string", "session_busy: what the human has typed at the prompt."),
+	"exitCode":          nullable("integer", "shell_exited: the shell's exit status."),
+	"signal":            typed("string", "shell_exited: the signal that ended the shell."),
+	"userActivitySince": typed("string", "user_activity_detected: when the first human command started (RFC 3339)."),
+	"userCommands":      arrayOf("user_activity_detected: every command the human ran since your last call, in order.", userCommandSchema),
+	"waitingForInput":   typed("boolean", "command_timeout: true when the command is blocked reading the terminal (local sessions)."),
+	"lastLine":          typed("string", "command_timeout: the last line the command printed, e.g. the prompt it waits at."),
+	"auditError":        typed("string", "The call happened but could not be written to the audit log."),
+}
+
+// outputSchema is the schema of one tool's replies: the common fields and
+// the tool's own.
+func outputSchema(own schema) json.RawMessage {
+	return mustJSON(schema{"type": "object", "properties": merge(replyFields, own), "required": []string{"success"}})
+}
+
+var sessionProps = schema{
+	"sessionName":  typed("string", "The name given to ssh_connect."),
+	"sessionToken": typed("string", "The sessionToken ssh_connect returned."),
+}
+
+func inputSchema(props schema, required ...string) json.RawMessage {
+	s := schema{"type": "object", "properties": props, "additionalProperties": false}
+	if len(required) > 0 {
+		s["required"] = required
+	}
+	return mustJSON(s)
+}
+
+var (
+	sessionSchema = inputSchema(sessionProps, "sessionName", "sessionToken")
+
+	execSchema = inputSchema(merge(sessionProps, schema{
+		"command":        typed("string", "The command line, run by bash in the shared shell (up to 1 MiB)."),
+		"timeoutSeconds": typed("number", "How long to wait for the command (default 120). It keeps running after that: read it back with ssh_read_output, or stop it with ssh_cancel."),
+	}), "sessionName", "sessionToken", "command")
+
+	connectSchema = inputSchema(schema{
+		"name":        typed("string", "A name for the session, unique among yours: 1-64 letters, digits, '.', '_' or '-'."),
+		"target":      typed("string", "A configured target name. Omit to use the only configured target."),
+		"host":        typed("string", "Ad-hoc SSH: the host name or address (where the server allows ad-hoc hosts)."),
+		"port":        merge(typed("integer", "Ad-hoc SSH: the port."), schema{"default": 22, "minimum": 1, "maximum": 65535}),
+		"username":    typed("string", "Ad-hoc SSH: the login name."),
+		"password":    typed("string", "Ad-hoc SSH: a password. Never logged or audited."),
+		"privateKey":  typed("string", "Ad-hoc SSH: private key content (PEM/OpenSSH). Never logged or audited."),
+		"keyFilePath": typed("string", "Ad-hoc SSH: path of a private key file on tandem's machine."),
+		"passphrase":  typed("string", "Ad-hoc SSH: the private key's passphrase. Never logged or audited."),
+		"useAgent":    typed("boolean", "Ad-hoc SSH: authenticate with the ssh-agent tandem runs under."),
+	}, "name")
+
+	readOutputSchema = inputSchema(merge(sessionProps, schema{
+		"commandId": typed("string", "The commandId of an ssh_exec, ssh_cancel or user_activity_detected reply: the agent's commands and the human's alike."),
+		"stream":    schema{"type": "string", "enum": []string{"stdout", "stderr"}, "default": "stdout", "description": "Which stream to read."},
+		"offset":    typed("integer", "Byte offset to start at (default 0); negative counts from the end, e.g. -2000 for the last 2000 bytes."),
+		"maxBytes":  merge(typed("integer", "The most bytes to return (default: the inline budget, at most 1 MiB)."), schema{"minimum": 1, "maximum": readMaxBytes}),
+		"grep":      typed("string", "An RE2 pattern: return the matching lines with their line numbers instead of raw bytes."),
+	}), "sessionName", "sessionToken", "commandId")
+
+	emptySchema = inputSchema(schema{})
+)
