@@ -649,3 +649,36 @@ func TestSandboxEnvironmentWorks(t *testing.T) {
 		}
 	}
 }
+
+// TestUserRCSourced: a local session sources the user's real ~/.bashrc
+// where the sandbox may read it (readOnly grants it), never a .bashrc that
+// sits in the project; an rc the sandbox cannot read is skipped quietly.
+func TestUserRCSourced(t *testing.T) {
+	home, ws := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, ".bashrc"), []byte("export FROM_USER_RC=yes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, ".bashrc"), []byte("export FROM_PROJECT=yes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, target, want string
+	}{
+		{"granted", "readOnly: [" + filepath.Join(home, ".bashrc") + "]", "user=yes project=no\n"},
+		{"not granted", "", "user=no project=no\n"},
+		{"unsandboxed", "sandbox: none", "user=yes project=no\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := "targets:\n  - {name: local, kind: local, workspace: " + ws
+			if tc.target != "" {
+				cfg += ", " + tc.target
+			}
+			srv := startServer(t, serverOpts{home: home, config: cfg + "}\n"})
+			tok := str(mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": "rc"}))["sessionToken"])
+			res := result(t, sess{srv, "rc", tok}.exec(t, `echo "user=${FROM_USER_RC:-no} project=${FROM_PROJECT:-no}"`))
+			if res["stdout"] != tc.want {
+				t.Errorf("%v", res)
+			}
+		})
+	}
+}

@@ -62,6 +62,8 @@ type serverOpts struct {
 	extraFiles []*os.File
 	// args are more flags for tandem serve.
 	args []string
+	// progress, if set, receives the client's progress notifications.
+	progress func(*sdk.ProgressNotificationClientRequest)
 }
 
 // startServer spawns the built binary over stdio, the way MCP clients do.
@@ -100,7 +102,11 @@ func startServer(t testing.TB, o serverOpts) *server {
 	}
 	s.stderr = errf
 	cmd.Stderr = errf
-	client := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "1"}, nil)
+	var copts *sdk.ClientOptions
+	if o.progress != nil {
+		copts = &sdk.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) { o.progress(r) }}
+	}
+	client := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "1"}, copts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, err := client.Connect(ctx, &sdk.CommandTransport{Command: cmd, TerminateDuration: 3 * time.Second}, nil)

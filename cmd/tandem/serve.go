@@ -214,7 +214,7 @@ func unsafeWorkspaces(cfg *config.Config, chosen bool, home, dataDir, runDir str
 		if t.Kind != "local" || t.Sandbox == "none" {
 			continue
 		}
-		grants := append([]string{t.Workspace}, sandbox.DefaultReadOnly()...)
+		grants := append(append([]string{t.Workspace}, sandbox.DefaultReadOnly()...), t.ReadOnly...)
 		for _, g := range grants {
 			for _, own := range []struct{ what, path string }{{"data dir", dataDir}, {"run dir", runDir}} {
 				if !sandbox.Covers(g, own.path) {

@@ -67,6 +67,10 @@ type Target struct {
 	Network bool `yaml:"network"`
 	// Sandbox is "landlock" (the default) or "none" for a local target.
 	Sandbox string `yaml:"sandbox"`
+	// ReadOnly adds files and directories a sandboxed local session may
+	// read to the default system set: e.g. ~/.bashrc and the tool
+	// directories it sets up, so the user's own rc file loads.
+	ReadOnly []string `yaml:"readOnly"`
 
 	Host          string `yaml:"host"`
 	Port          int    `yaml:"port"`
@@ -210,6 +214,12 @@ func (c *Config) validate(base, home string) error {
 			}
 			if t.Sandbox != "landlock" && t.Sandbox != "none" {
 				bad(k+".sandbox", "must be landlock or none, got %q", t.Sandbox)
+			}
+			for j, p := range t.ReadOnly {
+				t.ReadOnly[j] = resolve(p, base, home)
+				if _, err := os.Stat(t.ReadOnly[j]); err != nil {
+					bad(fmt.Sprintf("%s.readOnly[%d]", k, j), "%q does not exist", t.ReadOnly[j])
+				}
 			}
 		case "ssh":
 			if t.Host == "" {

@@ -26,6 +26,7 @@ func TestParseErrors(t *testing.T) {
 		{"duration", "limits:\n  idleTimeout: soon\n", `"soon" is not a duration`},
 		{"sandbox", "targets:\n  - {name: a, kind: local, workspace: ., sandbox: docker}\n", "sandbox: must be landlock or none"},
 		{"not yaml", "targets: [\n", "line"},
+		{"missing readOnly", "targets:\n  - {name: a, kind: local, workspace: ., readOnly: [/nope/rc]}\n", `targets[0].readOnly[0]: "/nope/rc" does not exist`},
 		{"tiny inline budget", "limits:\n  inlineOutputBytes: 512\n", "limits.inlineOutputBytes: must be 0 (no bound) or at least 1024"},
 		{"negative inline budget", "limits:\n  inlineOutputBytes: -1\n", "limits.inlineOutputBytes"},
 	}

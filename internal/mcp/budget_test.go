@@ -183,3 +183,22 @@ func FuzzPlan(f *testing.F) {
 		checkPlan(t, int(budget), a, b)
 	})
 }
+
+func TestTrimLines(t *testing.T) {
+	tests := []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"short\n", 6, "short\n"},
+		{"aaaa\nbbbb\ncc\n", 6, "cc\n"},
+		{"aaaaaaaaaaaa", 6, "aaaaaa"},
+		{"xxxx日本語", 7, "本語"}, // the cut lands inside 日
+		{"aaaa\nbbbbbbbbb", 6, "bbbbbb"},
+	}
+	for _, tc := range tests {
+		if got := string(trimLines([]byte(tc.in), tc.max)); got != tc.want {
+			t.Errorf("trimLines(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
+		}
+	}
+}

@@ -78,8 +78,17 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 		}
 		return fail(codeBusy, fmt.Sprintf("The session is busy: %s. Wait for it to finish, or call ssh_cancel if it is your command.", busy.Reason), f)
 	case errors.As(err, &timeout):
-		return fail(codeTimeout, "The command is still running after the timeout; it keeps running. Call ssh_cancel to interrupt it; until it ends the session answers session_busy.",
-			reply{"running": true, "commandId": timeout.Partial.ID, "partial": s.result(c, timeout.Partial)})
+		f := reply{"running": true, "commandId": timeout.Partial.ID, "partial": s.result(c, timeout.Partial)}
+		if timeout.LastLine != "" {
+			f["lastLine"] = timeout.LastLine
+		}
+		if timeout.InputKnown {
+			f["waitingForInput"] = timeout.WaitingForInput
+		}
+		if timeout.WaitingForInput {
+			return fail(codeTimeout, fmt.Sprintf("The command is waiting for input on its terminal (it last printed %q), which you cannot type. Call ssh_cancel, then run it non-interactively (a flag such as --yes, a pipe such as `yes |`, or `< /dev/null`), or ask the human to answer it in the browser terminal.", timeout.LastLine), f)
+		}
+		return fail(codeTimeout, "The command is still running after the timeout; it keeps running. Follow it with ssh_read_output and its commandId (running turns false when it ends), or call ssh_cancel to interrupt it; until it ends the session answers session_busy.", f)
 	case errors.As(err, &ended):
 		why := fmt.Sprintf("Session '%s' has ended (%s).", ended.Name, ended.Reason)
 		if ended.Reason == "server_restart" {

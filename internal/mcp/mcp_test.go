@@ -38,6 +38,12 @@ type fixture struct {
 // target, as `tandem serve` does.
 func newServer(t testing.TB, inline int) *fixture {
 	t.Helper()
+	return newServerWith(t, inline, nil)
+}
+
+// newServerWith is newServer with deps adjusted by tune.
+func newServerWith(t testing.TB, inline int, tune func(*mcp.Deps)) *fixture {
+	t.Helper()
 	self, err := filepath.Abs(os.Args[0])
 	if err != nil {
 		t.Fatal(err)
@@ -57,15 +63,18 @@ func newServer(t testing.TB, inline int) *fixture {
 	m := session.NewManager(&session.Options{Spool: &spool.Dir{Path: filepath.Join(state, "spool"), Inline: spool.DefaultInline}})
 	// Registered after every temporary directory, so it runs before them.
 	t.Cleanup(m.Shutdown)
-	srv := mcp.New(mcp.Deps{
+	deps := mcp.Deps{
 		Sessions: m,
 		Targets: &target.Resolver{Config: config.Default(workspace), Stdio: true, Self: self,
 			Home: home, RunDir: runDir, Env: []string{"PATH=" + os.Getenv("PATH")}},
 		MonitorURL:        func(key string) string { return "http://127.0.0.1:1/s/" + key },
 		CommandTimeout:    30 * time.Second,
 		InlineOutputBytes: inline,
-	})
-	return &fixture{srv: srv, sessions: m, inline: inline}
+	}
+	if tune != nil {
+		tune(&deps)
+	}
+	return &fixture{srv: mcp.New(deps), sessions: m, inline: inline}
 }
 
 // client connects one more in-memory MCP client to the server.
@@ -201,6 +210,58 @@ func TestProgressStreamsOutput(t *testing.T) {
 	}
 	if len(msgs) < 2 || msgs[0] != "tick1\n" {
 		t.Errorf("progress messages %q: want tick1 first and more than one", msgs)
+	}
+}
+
+// TestProgressHeartbeats: a command that prints nothing still sends a
+// notification every heartbeat, with a rising progress value, so a client
+// that resets its timeout on progress keeps waiting.
+func TestProgressHeartbeats(t *testing.T) {
+	f := newServerWith(t, 0, func(d *mcp.Deps) { d.Heartbeat = 300 * time.Millisecond })
+	type note struct {
+		at       time.Time
+		progress float64
+		msg      string
+	}
+	got := make(chan note, 100)
+	ctx := context.Background()
+	ct, st := sdk.NewInMemoryTransports()
+	ss, err := f.srv.MCP().Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "p", Version: "1"}, &sdk.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) {
+			got <- note{time.Now(), r.Params.Progress, r.Params.Message}
+		}}).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close(); _ = ss.Close() })
+	s := connect(t, &mcptest.Client{CS: cs}, "quiet")
+	params := &sdk.CallToolParams{Name: "ssh_exec", Arguments: map[string]any{"sessionName": s.Name, "sessionToken": s.Token,
+		"command": "sleep 2"}}
+	params.SetProgressToken("p-2")
+	start := time.Now()
+	if _, err := cs.CallTool(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now()
+	close(got)
+	prev, last := -1.0, start
+	n := 0
+	for nt := range got {
+		if nt.msg != "" || nt.progress <= prev {
+			t.Errorf("heartbeat %d: message %q, progress %v after %v", n, nt.msg, nt.progress, prev)
+		}
+		if gap := nt.at.Sub(last); gap > 1500*time.Millisecond {
+			t.Errorf("%v without a notification", gap)
+		}
+		prev, last = nt.progress, nt.at
+		n++
+	}
+	if n < 3 || end.Sub(last) > 1500*time.Millisecond {
+		t.Errorf("%d heartbeats over %v, the last %v before the reply", n, end.Sub(start), end.Sub(last))
 	}
 }
 

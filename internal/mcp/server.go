@@ -72,7 +72,11 @@ type Deps struct {
 	// reply, every stream of every command in it together; 0 means no
 	// bound. What does not fit is read back with ssh_read_output.
 	InlineOutputBytes int
-	Logger            *slog.Logger
+	// Heartbeat is the longest a client that asked for progress goes
+	// without a notification while a command runs; zero means
+	// DefaultHeartbeat.
+	Heartbeat time.Duration
+	Logger    *slog.Logger
 	// Version is reported to clients.
 	Version string
 }
@@ -110,6 +114,13 @@ const instructions = `tandem gives you shell sessions that a human can watch and
 	`Call ssh_connect once to get a sessionToken, then pass sessionName and sessionToken to every other tool. ` +
 	`If the human ran commands since your last call, your next call is refused once with user_activity_detected ` +
 	`and the full list of what they ran: read it, then retry.`
+
+func (s *Server) heartbeat() time.Duration {
+	if s.deps.Heartbeat > 0 {
+		return s.deps.Heartbeat
+	}
+	return DefaultHeartbeat
+}
 
 // MCP returns the underlying go-sdk server, to run on a transport.
 func (s *Server) MCP() *mcp.Server { return s.srv }

@@ -145,7 +145,7 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 		}
 		timeout = time.Duration(*a.TimeoutSeconds * float64(time.Second))
 	}
-	prog := startProgress(ctx)
+	prog := startProgress(ctx, s.heartbeat())
 	rec, err := sess.Exec(ctx, a.Command, session.ExecOptions{Timeout: timeout, OnOutput: prog.hook()})
 	prog.finish()
 	if err != nil {

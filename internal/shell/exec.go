@@ -1,6 +1,7 @@
 package shell
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -43,7 +44,15 @@ func (e *BusyError) Error() string { return "session busy: " + e.Reason }
 
 // TimeoutError is returned by Exec when the command outlived its timeout.
 // The command keeps running; Partial holds the output so far.
-type TimeoutError struct{ Partial Record }
+type TimeoutError struct {
+	Partial Record
+	// InputKnown says whether the backend could tell WaitingForInput: true
+	// when the command is blocked reading the terminal.
+	InputKnown, WaitingForInput bool
+	// LastLine is the last line the command printed, on either stream:
+	// often the prompt it waits at.
+	LastLine string
+}
 
 func (e *TimeoutError) Error() string {
 	return fmt.Sprintf("command still running after %s", e.Partial.Duration.Round(time.Millisecond))
@@ -109,6 +118,7 @@ type agentRun struct {
 	hooks      bool           // the prompt came back without tandem's hooks
 	incomplete bool           // bash asked for a continuation line
 	tentative  [2]*term.Event // end marks read while a program held the terminal
+	lastOut    []byte         // the end of the output, both streams, for lastLine
 	onOutput   func(stream int, p []byte)
 }
 
@@ -141,6 +151,7 @@ func (s *Shell) Exec(ctx context.Context, command string, o ExecOptions) (Record
 		s.waitRelayDrained()
 	}
 	rec := a.partial()
+	last := bytes.Clone(a.lastOut)
 	s.mu.Unlock()
 	switch {
 	case err == nil:
@@ -149,7 +160,13 @@ func (s *Shell) Exec(ctx context.Context, command string, o ExecOptions) (Record
 		}
 		return rec, nil
 	case errors.Is(err, errDeadline):
-		return rec, &TimeoutError{Partial: rec}
+		te := &TimeoutError{Partial: rec, LastLine: lastLine(last)}
+		if iw, ok := s.conn.(InputWaiter); ok {
+			if w, werr := iw.WaitingForInput(); werr == nil {
+				te.InputKnown, te.WaitingForInput = true, w
+			}
+		}
+		return rec, te
 	case ctx.Err() != nil:
 		// The caller is gone: never leave its command running unseen.
 		ictx, cancel := context.WithTimeout(context.Background(), 4*DefaultCancelGrace)
@@ -383,4 +400,24 @@ func (s *Shell) want() {
 		// The writer is stuck; the shell times out its read and says so.
 		s.log.Warn("shell: stage writer busy, dropping a staged line")
 	}
+}
+
+// maxLastLine bounds what lastLine returns.
+const maxLastLine = 256
+
+// lastLine is the last line of out without its line end, as plain text:
+// a terminal's escape sequences and carriage-return redraws removed.
+func lastLine(out []byte) string {
+	out = bytes.TrimRight(out, "\r\n")
+	if i := bytes.LastIndexByte(out, '\n'); i >= 0 {
+		out = out[i+1:]
+	}
+	if i := bytes.LastIndexByte(out, '\r'); i >= 0 {
+		out = out[i+1:]
+	}
+	line := term.StripString(string(bytes.ToValidUTF8(out, []byte("\uFFFD"))))
+	if len(line) > maxLastLine {
+		line = strings.ToValidUTF8(line[len(line)-maxLastLine:], "")
+	}
+	return line
 }

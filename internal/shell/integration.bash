@@ -53,8 +53,12 @@ __tandem_esc() {
 __tandem_esc "$__tandem_dir"
 printf '\033]633;X;ready;dir=%s;pid=%s%s' "$__tandem_r" "$$" "$__tandem_N"
 
-# The user's own rc files still load.
-[ -f ~/.bashrc ] && [ -r ~/.bashrc ] && . ~/.bashrc
+# The user's own rc file still loads: TANDEM_USER_RC names it where HOME
+# is not the user's (a local session's private HOME); empty means none.
+if [ "${TANDEM_USER_RC+set}" = set ]; then __tandem_rc=$TANDEM_USER_RC; else __tandem_rc=~/.bashrc; fi
+unset TANDEM_USER_RC
+[ -n "$__tandem_rc" ] && [ -f "$__tandem_rc" ] && [ -r "$__tandem_rc" ] && . "$__tandem_rc"
+unset __tandem_rc
 __tandem_opts2=$-
 set +eu
 

@@ -117,6 +117,7 @@ func (s *Shell) readRelay(r io.Reader, stream int) {
 					if a.onOutput != nil {
 						a.onOutput(stream, p)
 					}
+					a.lastOut = appendBounded(a.lastOut, p, maxLastLine*4)
 					crlf = toCRLF(crlf[:0], p)
 					if stream == 0 && a.streams[1] < streamCapture && len(a.outEarly)+len(crlf) <= maxEchoTail {
 						// The command line's echo (on stderr) is still coming:

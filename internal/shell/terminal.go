@@ -25,6 +25,13 @@ type EchoReporter interface {
 	InputEchoed() (bool, error)
 }
 
+// InputWaiter is implemented by a Conn that can tell whether the running
+// command is blocked reading the terminal (a local PTY can): such a
+// command waits for an answer the agent cannot type.
+type InputWaiter interface {
+	WaitingForInput() (bool, error)
+}
+
 // endReasonWait bounds the wait, after the terminal ends, for the
 // connection to say why.
 const endReasonWait = 2 * time.Second

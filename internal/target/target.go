@@ -100,6 +100,12 @@ func (r *Resolver) Named(name string) (session.Target, error) {
 			Workspace: t.Workspace, Network: t.Network, NoSandbox: t.Sandbox == "none",
 			Self: r.Self, RunDirParent: r.RunDir, Env: r.Env,
 		}
+		if r.Home != "" {
+			o.UserRC = filepath.Join(r.Home, ".bashrc")
+		}
+		if len(t.ReadOnly) > 0 {
+			o.ReadOnly = append(sandbox.DefaultReadOnly(), t.ReadOnly...)
+		}
 		if !o.NoSandbox {
 			if err := (sandbox.Policy{Network: t.Network}).Supported(); err != nil {
 				return session.Target{}, fmt.Errorf("%w: target %q needs Landlock: %v; set sandbox: none on the target to run it unconfined", ErrSandboxUnavailable, name, err)

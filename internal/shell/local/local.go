@@ -28,6 +28,7 @@ const (
 	runDirParent     = "/tmp"
 	terminalTypeVar  = "TERM=xterm-256color"
 	runDirEnvName    = "TANDEM_RUNDIR"
+	userRCEnvName    = "TANDEM_USER_RC"
 	shellInterpreter = "/bin/sh"
 )
 
@@ -72,6 +73,13 @@ type Options struct {
 	// directory outside their read-only set (e.g. under tandem's data
 	// directory) so that sessions cannot read each other's run dirs.
 	RunDirParent string
+
+	// UserRC is the user's own rc file (their real ~/.bashrc), sourced at
+	// start when the shell can read it; a sandboxed shell can where the
+	// target's read-only list grants it. A local shell's HOME is private
+	// (or the workspace), so without UserRC no rc file of the user's is
+	// sourced, and never one that happens to sit in the project.
+	UserRC string
 
 	// KillGrace is how long Close waits after SIGHUP before it SIGKILLs
 	// what is left of the session. Zero means one second.
@@ -206,6 +214,7 @@ func (o *Options) environ(launch []string, runDir string) []string {
 	} else {
 		env = append(o.sandboxEnv(readablePath(env, o.grants(runDir))), sessionHome(runDir)...)
 	}
+	env = append(env, userRCEnvName+"="+o.UserRC)
 	env = append(env, launch...)
 	return append(env, runDirEnvName+"="+runDir)
 }

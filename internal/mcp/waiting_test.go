@@ -1,0 +1,39 @@
+package mcp_test
+
+import (
+	"testing"
+
+	"github.com/tandem-sh/tandem/internal/mcptest"
+)
+
+// TestWaitingForInput: a command blocked reading its terminal is reported
+// as waiting, with the prompt it printed; a busy or sleeping command is
+// not. Each is then cancelled and the session stays usable.
+func TestWaitingForInput(t *testing.T) {
+	f := newServer(t, 0)
+	c := f.client(t)
+	s := connect(t, c, "prompts")
+	tests := []struct {
+		name, cmd, lastLine string
+		waiting             bool
+	}{
+		{"read builtin", `read -p "Name: " x`, "Name: ", true},
+		{"python input", `python3 -c 'input("Continue? [y/N] ")'`, "Continue? [y/N] ", true},
+		{"cat", `echo reading; cat`, "reading", true},
+		{"sleep", `echo working; sleep 30`, "working", false},
+		{"stdin redirected", `echo piped; cat < /dev/zero > /dev/null`, "piped", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := mcptest.WantError(t, c.Call(t, "ssh_exec", map[string]any{"sessionName": s.Name, "sessionToken": s.Token,
+				"command": tc.cmd, "timeoutSeconds": 2}), "command_timeout")
+			if r["waitingForInput"] != tc.waiting || r["lastLine"] != tc.lastLine {
+				t.Errorf("waitingForInput %v, lastLine %q: %s", r["waitingForInput"], r["lastLine"], r["message"])
+			}
+			mcptest.MustOK(t, c.Call(t, "ssh_cancel", map[string]any{"sessionName": s.Name, "sessionToken": s.Token}))
+		})
+	}
+	if r := mcptest.Result(t, exec(t, c, s, "echo still")); r["stdout"] != "still\n" {
+		t.Fatalf("after the prompts: %v", r)
+	}
+}
