@@ -1,10 +1,16 @@
 package main
 
 import (
+	"bufio"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/creack/pty"
 )
 
 // TestBadConfigFailsAtStart: tandem refuses to start on a bad tandem.yaml
@@ -28,5 +34,70 @@ func TestBadConfigFailsAtStart(t *testing.T) {
 	}
 	if out, err := tandemCLI(t, "version"); err != nil || !strings.HasPrefix(out, "tandem ") {
 		t.Errorf("version: %v %q", err, out)
+	}
+}
+
+// TestNewcomerHint: run by hand in a terminal, tandem serve says in one
+// line that it speaks MCP over stdio and how to add it to a client, then
+// waits as an MCP server does; Ctrl-D ends it. A client's pipe gets no
+// such line.
+func TestNewcomerHint(t *testing.T) {
+	ws := t.TempDir()
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ptmx.Close(); _ = tty.Close() })
+	cmd := exec.Command(binary, "serve", "--web", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "state"), "--workspace", ws)
+	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
+	stderr, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stderr.Close() })
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, io.Discard, w
+	err = cmd.Start()
+	_ = w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	sc := bufio.NewScanner(stderr)
+	var hint string
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), "speaks MCP") {
+			hint = sc.Text()
+			break
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, stderr) }()
+	want := "claude mcp add tandem -- " + binary + " serve --workspace " + ws
+	if !strings.Contains(hint, want) {
+		t.Fatalf("hint %q does not say %q", hint, want)
+	}
+	select {
+	case <-exited:
+		t.Fatalf("tandem exited instead of waiting: %v", waitErr)
+	default:
+	}
+	if _, err := ptmx.Write([]byte{4}); err != nil { // Ctrl-D: end of input
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+		if waitErr != nil {
+			t.Fatalf("tandem after Ctrl-D: %v", waitErr)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("tandem did not end on Ctrl-D")
+	}
+
+	srv := startServer(t, serverOpts{})
+	mustOK(t, srv.call(t, "ssh_list_sessions", map[string]any{}))
+	if strings.Contains(srv.log(), "speaks MCP") {
+		t.Error("the hint was printed to an MCP client's pipe")
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/tandem-sh/tandem/internal/config"
 	"github.com/tandem-sh/tandem/internal/mcp"
@@ -149,6 +150,9 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		targets = append(targets, desc+")")
 	}
 	log.Info("tandem serving MCP over stdio", "web", base, "dataDir", dataDir, "targets", strings.Join(targets, "; "))
+	if isTerminal(stdin) {
+		fmt.Fprintln(stderr, newcomerHint(self, f, cfg, refused))
+	}
 	guard := stdio.New(stdin, stdout, log)
 	err = srv.MCP().Run(ctx, &sdk.IOTransport{Reader: guard.Reader(), Writer: guard.Writer(), MaxLineLength: stdio.MaxLine + 1})
 	cancel()
@@ -298,4 +302,36 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-level: %q is not debug, info, warn or error", level)
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// isTerminal reports whether r is a terminal: a person ran tandem serve by
+// hand, where an MCP client would have given it a pipe.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// newcomerHint is the one line a person who started tandem serve by hand
+// sees: what it is waiting for and how to hand it to a client instead.
+func newcomerHint(self string, f serveFlags, cfg *config.Config, refused map[string]string) string {
+	bin := self
+	if strings.Contains(self, "go-build") { // go run: a throwaway binary
+		bin = "/path/to/tandem (go build -o ~/.local/bin/tandem ./cmd/tandem)"
+	}
+	args := ""
+	switch t := cfg.Targets; {
+	case f.config != "":
+		abs, _ := filepath.Abs(f.config)
+		args = " --config " + abs
+	case len(t) == 1 && refused[t[0].Name] != "":
+		args = " --workspace /path/to/your/project"
+	case len(t) == 1:
+		args = " --workspace " + t[0].Workspace
+	}
+	return "tandem speaks MCP over stdin/stdout and is meant to be started by an MCP client; add it with: claude mcp add tandem -- " +
+		bin + " serve" + args + " (other clients: see the README). Waiting for MCP messages; Ctrl-D or Ctrl-C quits."
 }

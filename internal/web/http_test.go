@@ -73,6 +73,31 @@ func TestNotFoundRevealsNothing(t *testing.T) {
 	}
 }
 
+// TestIndexExplains: the bare address says what tandem is and where links
+// come from, instead of a 404, and names no session.
+func TestIndexExplains(t *testing.T) {
+	base := startServer(t, sessions{testKey: newFakeTerm("secret-session-name")})
+	resp := get(t, base+"/")
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("GET /: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	page := body(t, resp)
+	for _, want := range []string{"tandem", "monitoringUrl", "ssh_get_monitoring_url", "lists no sessions"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("index page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "secret-session-name") || strings.Contains(page, testKey) {
+		t.Errorf("index page reveals a session:\n%s", page)
+	}
+	if strings.Contains(page, "<script") {
+		t.Errorf("index page runs script:\n%s", page)
+	}
+	if resp := get(t, base+"/index.html"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /index.html: %d, want 404", resp.StatusCode)
+	}
+}
+
 func TestAssets(t *testing.T) {
 	base := startServer(t, sessions{})
 	for path, want := range map[string]string{

@@ -95,6 +95,12 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 	s.serveNotFound(w, r)
 }
 
+// serveIndex says what tandem is and where session links come from, for
+// whoever opens the bare address; it names no session.
+func (s *Server) serveIndex(w http.ResponseWriter, _ *http.Request) {
+	s.render(w, http.StatusOK, "index.html", nil)
+}
+
 // serveNotFound answers every unknown path and key alike, so a probe learns
 // nothing about which sessions exist.
 func (s *Server) serveNotFound(w http.ResponseWriter, _ *http.Request) {

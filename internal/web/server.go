@@ -67,7 +67,7 @@ type Server struct {
 	sessions   Sessions
 	recordings Recordings // nil: no replay
 	log        *slog.Logger
-	pages      *template.Template // terminal.html, replay.html and notfound.html
+	pages      *template.Template // terminal.html, replay.html, index.html and notfound.html
 	handler    http.Handler
 
 	// viewers counts open WebSocket handlers, so Serve returns only after
@@ -103,6 +103,7 @@ func New(s Sessions, opts *Options) *Server {
 	mux.HandleFunc("GET /s/{key}/ws", srv.serveWS)
 	mux.HandleFunc("GET /s/{key}/cast", srv.serveCast)
 	mux.Handle("GET /assets/", srv.staticFiles(http.FileServerFS(assets)))
+	mux.HandleFunc("GET /{$}", srv.serveIndex)
 	mux.HandleFunc("/", srv.serveNotFound)
 	srv.handler = checkHost(o.PublicHosts, secureHeaders(mux))
 	return srv
