@@ -27,7 +27,7 @@ lint:
 
 # Latency against the floor (one persistent x/crypto/ssh connection, an exec
 # channel per command, same sshd and user), with the go-sdk client and with
-# the TypeScript SDK's (bench/client.mjs, needs Node 18+), then heap figures.
+# the TypeScript SDK's (bench/client.mjs, needs Node 20+), then heap figures.
 bench:
 	cd bench && npm ci --no-audit --no-fund
 	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS' -benchtime 1x ./cmd/tandem/

@@ -55,7 +55,7 @@ func tsNodeModules(b *testing.B) (node string) {
 	b.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		testenv.Missing(b, "node not found: install Node.js 18 or later for the TypeScript-SDK client")
+		testenv.Missing(b, "node not found: install Node.js 20 or later for the TypeScript-SDK client")
 	}
 	if _, err := os.Stat(filepath.Join(benchDir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err == nil {
 		return node
