@@ -26,9 +26,11 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 # Latency against the floor (one persistent x/crypto/ssh connection, an exec
-# channel per command, same sshd and user), then heap figures.
+# channel per command, same sshd and user), with the go-sdk client and with
+# the TypeScript SDK's (bench/client.mjs, needs Node 20+), then heap figures.
 bench:
-	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkHugeOutputRSS' -benchtime 1x ./cmd/tandem/
+	cd bench && npm ci --no-audit --no-fund
+	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS' -benchtime 1x ./cmd/tandem/
 	$(GO) test -run '^$$' -bench 'BenchmarkHeap' -benchtime 1x ./internal/mcp/
 	$(GO) test -run '^$$' -bench 'BenchmarkAuditedCalls' -benchtime 10000x ./internal/mcp/
 	$(GO) test -run '^$$' -bench 'BenchmarkAppend|BenchmarkVerify100k' ./internal/audit/ ./internal/store/

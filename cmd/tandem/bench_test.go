@@ -116,12 +116,11 @@ func (l latencies) pct(p float64) time.Duration {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// BenchmarkExecLatency compares ssh_exec through tandem (a real MCP client
-// spawning the binary, over stdio, on a real sshd) with the floor: one
-// persistent x/crypto/ssh connection opening an exec channel per command,
-// to the same sshd and user. Calls are back to back and interleaved, so
-// both sides see the same machine noise. Run it with `make bench`.
-func BenchmarkExecLatency(b *testing.B) {
+// benchSSHD starts sshd for a latency benchmark and returns it with the
+// light login (lightUser) that both tandem and the floor use, so neither
+// side pays for a heavy shell environment.
+func benchSSHD(b *testing.B) (*testenv.SSHDServer, string) {
+	b.Helper()
 	d := testenv.SSHD(b)
 	login := lightUser(b)
 	// sshd reads authorized_keys as the logging-in user: let it reach the
@@ -135,10 +134,15 @@ func BenchmarkExecLatency(b *testing.B) {
 	for _, k := range keys {
 		_ = os.Chmod(k, 0o644)
 	}
-	srv := startServer(b, serverOpts{logLevel: "info"}) // tandem's default
-	r := mustOK(b, srv.call(b, "ssh_connect", map[string]any{"name": "bench", "host": d.Host, "port": d.Port, "username": login, "keyFilePath": d.ClientKeyFile}))
-	s := sess{srv, "bench", str(r["sessionToken"])}
+	return d, login
+}
 
+// dialFloor opens the floor every latency figure is compared with: one
+// persistent x/crypto/ssh connection to d as login, closed in b.Cleanup.
+// The function it returns runs one command on its own exec channel and
+// returns its stdout, which is the least any SSH tool can do per command.
+func dialFloor(b *testing.B, d *testenv.SSHDServer, login string) func(cmd string) ([]byte, error) {
+	b.Helper()
 	signer, err := ssh.ParsePrivateKey(d.ClientKey)
 	if err != nil {
 		b.Fatal(err)
@@ -149,17 +153,32 @@ func BenchmarkExecLatency(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = floor.Close() })
-	floorExec := func(cmd string) ([]byte, error) {
+	return func(cmd string) ([]byte, error) {
 		sess, err := floor.NewSession()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("floor session: %w", err)
 		}
 		defer sess.Close()
 		var stdout, stderr bytes.Buffer
 		sess.Stdout, sess.Stderr = &stdout, &stderr
-		err = sess.Run(cmd)
-		return stdout.Bytes(), err
+		if err := sess.Run(cmd); err != nil {
+			return stdout.Bytes(), fmt.Errorf("floor %q: %w (stderr: %s)", cmd, err, stderr.Bytes())
+		}
+		return stdout.Bytes(), nil
 	}
+}
+
+// BenchmarkExecLatency compares ssh_exec through tandem (a real MCP client
+// spawning the binary, over stdio, on a real sshd) with the floor: one
+// persistent x/crypto/ssh connection opening an exec channel per command,
+// to the same sshd and user. Calls are back to back and interleaved, so
+// both sides see the same machine noise. Run it with `make bench`.
+func BenchmarkExecLatency(b *testing.B) {
+	d, login := benchSSHD(b)
+	srv := startServer(b, serverOpts{logLevel: "info"}) // tandem's default
+	r := mustOK(b, srv.call(b, "ssh_connect", map[string]any{"name": "bench", "host": d.Host, "port": d.Port, "username": login, "keyFilePath": d.ClientKeyFile}))
+	s := sess{srv, "bench", str(r["sessionToken"])}
+	floorExec := dialFloor(b, d, login)
 
 	// The engine alone: tandem's shell over the same SSH, no MCP encoding.
 	engine, err := shell.Start(context.Background(), &sshconn.Options{Host: d.Host, Port: d.Port, User: login,
