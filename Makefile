@@ -43,6 +43,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzFrames -fuzztime 30s ./internal/shell/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeArgs -fuzztime 30s ./internal/mcp/
 	$(GO) test -run '^$$' -fuzz FuzzStdioLines -fuzztime 30s ./internal/mcp/
+	$(GO) test -run '^$$' -fuzz FuzzPlan -fuzztime 30s ./internal/mcp/
 	$(GO) test -run '^$$' -fuzz FuzzOutput -fuzztime 30s ./internal/recording/
 
 # Test dependencies on Debian/Ubuntu (run as root).

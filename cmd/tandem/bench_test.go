@@ -60,8 +60,9 @@ func lightUser(b *testing.B) string {
 }
 
 // leanExec calls ssh_exec and decodes the reply once, as an agent would.
-// It returns the stdout and the reply, for codecTime.
-func leanExec(b *testing.B, s sess, cmd string) (string, *sdk.CallToolResult) {
+// It returns the stdout's total size (stdoutBytes when the reply is
+// bounded) and the reply, for codecTime.
+func leanExec(b *testing.B, s sess, cmd string) (int, *sdk.CallToolResult) {
 	res, err := s.srv.cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "ssh_exec",
 		Arguments: map[string]any{"sessionName": s.name, "sessionToken": s.tok, "command": cmd}})
 	if err != nil {
@@ -69,12 +70,18 @@ func leanExec(b *testing.B, s sess, cmd string) (string, *sdk.CallToolResult) {
 	}
 	var r struct {
 		Success bool
-		Result  struct{ Stdout string }
+		Result  struct {
+			Stdout      string
+			StdoutBytes *int
+		}
 	}
 	if err := json.Unmarshal([]byte(res.Content[0].(*sdk.TextContent).Text), &r); err != nil || !r.Success {
 		b.Fatalf("%s: %v %s", cmd, err, res.Content[0].(*sdk.TextContent).Text)
 	}
-	return r.Result.Stdout, res
+	if r.Result.StdoutBytes != nil { // bounded: head and tail inline, the size beside them
+		return *r.Result.StdoutBytes, res
+	}
+	return len(r.Result.Stdout), res
 }
 
 // codecTime is the go-sdk's own JSON work on one reply, in this process,
@@ -208,8 +215,8 @@ func BenchmarkExecLatency(b *testing.B) {
 				t2 := time.Now()
 				out, ferr := floorExec(c.cmd)
 				t3 := time.Now()
-				if err != nil || ferr != nil || len(out) != c.want || len(got) != c.want || rec.Stdout.Size() != int64(c.want) {
-					b.Fatalf("%s: floor %d bytes (%v), engine %d (%v), tandem %d", c.cmd, len(out), ferr, rec.Stdout.Size(), err, len(got))
+				if err != nil || ferr != nil || len(out) != c.want || got != c.want || rec.Stdout.Size() != int64(c.want) {
+					b.Fatalf("%s: floor %d bytes (%v), engine %d (%v), tandem %d", c.cmd, len(out), ferr, rec.Stdout.Size(), err, got)
 				}
 				if j >= 10 { // warm-up excluded
 					tl, el, fl = append(tl, t1.Sub(t0)), append(el, t2.Sub(t1)), append(fl, t3.Sub(t2))

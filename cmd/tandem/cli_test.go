@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -11,6 +12,9 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/tandem-sh/tandem/internal/sandbox"
+	"github.com/tandem-sh/tandem/internal/testenv"
 )
 
 // TestBadConfigFailsAtStart: tandem refuses to start on a bad tandem.yaml
@@ -99,5 +103,27 @@ func TestNewcomerHint(t *testing.T) {
 	mustOK(t, srv.call(t, "ssh_list_sessions", map[string]any{}))
 	if strings.Contains(srv.log(), "speaks MCP") {
 		t.Error("the hint was printed to an MCP client's pipe")
+	}
+}
+
+// TestSandboxCheck: `tandem sandbox` is the troubleshooting step for
+// sandbox_unavailable. On this kernel it reports the ABI it found; a
+// kernel without Landlock gets the refusal and what to do.
+func TestSandboxCheck(t *testing.T) {
+	out, err := exec.Command(binary, "sandbox").CombinedOutput()
+	if err != nil {
+		testenv.Missing(t, "Landlock is not available here (tandem sandbox: %v)\n%s", err, out)
+	}
+	abi := sandbox.Describe(false).LandlockABI
+	for _, want := range []string{fmt.Sprintf("Landlock ABI %d: sandboxed local sessions can run", abi), "tcp:          denied", "not enforced:"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("tandem sandbox lacks %q:\n%s", want, out)
+		}
+	}
+	refused := sandboxReport(sandbox.Enforcement{TCP: "not enforceable"}, sandbox.ErrUnsupported)
+	for _, want := range []string{"refused on this kernel", "sandbox: none"} {
+		if !strings.Contains(refused, want) {
+			t.Errorf("the refusal lacks %q:\n%s", want, refused)
+		}
 	}
 }

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tandem-sh/tandem/internal/sandbox"
+)
+
+// sandboxCmd is the troubleshooting check for local targets: it asks the
+// running kernel what tandem's Landlock sandbox can enforce, so a user
+// need not know where (or whether) their system exposes the LSM list.
+func sandboxCmd(stdout io.Writer) *cobra.Command {
+	var network bool
+	c := &cobra.Command{
+		Use:   "sandbox",
+		Short: "Report what this kernel's Landlock can enforce for a local target; exit 1 if sandboxed sessions would be refused",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			err := (sandbox.Policy{Network: network}).Supported()
+			if _, werr := io.WriteString(stdout, sandboxReport(sandbox.Describe(network), err)); werr != nil {
+				return werr
+			}
+			if err != nil {
+				return fmt.Errorf("sandboxed local sessions would be refused: %w", err)
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&network, "network", false, "check a target with network: true")
+	return c
+}
+
+// sandboxReport is what `tandem sandbox` prints: the verdict first, then
+// what is and is not enforced.
+func sandboxReport(e sandbox.Enforcement, refused error) string {
+	var b strings.Builder
+	if refused != nil {
+		fmt.Fprintf(&b, "sandboxed local sessions are refused on this kernel: %v\n", refused)
+		b.WriteString("fix: boot a kernel with Landlock enabled (lsm=...,landlock), or set sandbox: none on the target knowingly\n")
+	} else {
+		fmt.Fprintf(&b, "Landlock ABI %d: sandboxed local sessions can run\n", e.LandlockABI)
+	}
+	fmt.Fprintf(&b, "  filesystem:   %s\n  tcp:          %s\n  udp:          %s\n  unix sockets: %s\n  signals:      %s\n",
+		e.Filesystem, e.TCP, e.UDP, e.UnixSockets, e.Signals)
+	for _, n := range e.NotEnforced {
+		fmt.Fprintf(&b, "  not enforced: %s\n", n)
+	}
+	return b.String()
+}
