@@ -580,3 +580,30 @@ func TestStageKeyNeverEchoed(t *testing.T) {
 		t.Fatalf("the stage key was echoed: %q", h.screen.String()[:min(h.screen.Len(), 600)])
 	}
 }
+
+// TestShellExitKeepsAllOutput: when a command prints a lot and ends the
+// shell, its whole output is captured, even though whoever owns the shell
+// closes it the moment it ends (as the session manager does): what is
+// still in the relay is read before the relay is closed.
+func TestShellExitKeepsAllOutput(t *testing.T) {
+	want := 0
+	for i := 1; i <= 50000; i++ {
+		want += len(strconv.Itoa(i)) + 1
+	}
+	for name, dial := range dialers(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			for round := 0; round < 8; round++ {
+				h := start(t, dial(t))
+				go func() { <-h.sh.Done(); _ = h.sh.Close() }()
+				rec, err := h.sh.Exec(context.Background(), "seq 1 50000; exit 4", shell.ExecOptions{Timeout: 20 * time.Second})
+				if !errors.Is(err, shell.ErrShellExited) {
+					t.Fatalf("round %d: err = %v, want a shell exit", round, err)
+				}
+				if rec.Stdout == nil || rec.Stdout.Size() != int64(want) {
+					t.Fatalf("round %d: captured %d bytes of %d", round, rec.Stdout.Size(), want)
+				}
+			}
+		})
+	}
+}

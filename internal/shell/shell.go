@@ -283,8 +283,26 @@ func (s *Shell) Close() error {
 	s.closed = true
 	relay := s.relay
 	s.mu.Unlock()
+	// What the shell wrote before it ended may still be in the relay, and
+	// an Exec may be waiting for it: read it to its end (bounded: a process
+	// that escaped the session may hold the relay open) before closing it.
+	// A shell that ended on its own is drained before its connection is
+	// closed, since over SSH the relay rides on that connection.
+	drain := func() {
+		if relay != nil {
+			s.mu.Lock()
+			s.waitRelayDrained()
+			s.mu.Unlock()
+		}
+	}
+	select {
+	case <-s.conn.Done():
+		drain()
+	default:
+	}
 	err := s.conn.Close()
 	if relay != nil {
+		drain()
 		_ = relay.Close()
 	}
 	s.fail(ErrClosed)
