@@ -154,7 +154,8 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		fmt.Fprintln(stderr, newcomerHint(self, f, cfg, refused))
 	}
 	guard := stdio.New(stdin, stdout, log)
-	err = srv.MCP().Run(ctx, &sdk.IOTransport{Reader: guard.Reader(), Writer: guard.Writer(), MaxLineLength: stdio.MaxLine + 1})
+	out := guard.Writer() // whole lines per call, as Run needs
+	err = srv.Run(ctx, &sdk.IOTransport{Reader: guard.Reader(), Writer: out, MaxLineLength: stdio.MaxLine + 1}, out)
 	cancel()
 	<-leasesDone
 	if werr := <-webDone; werr != nil && !errors.Is(werr, context.Canceled) {

@@ -90,11 +90,12 @@ type Server struct {
 
 	mu      sync.Mutex
 	callers map[*mcp.ServerSession]string
+	stashes map[*mcp.ServerSession]*stash // connections Run serves
 }
 
 // New builds the MCP server with every tool registered.
 func New(d Deps) *Server {
-	s := &Server{deps: d, log: d.Logger, callers: map[*mcp.ServerSession]string{}}
+	s := &Server{deps: d, log: d.Logger, callers: map[*mcp.ServerSession]string{}, stashes: map[*mcp.ServerSession]*stash{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -106,6 +107,7 @@ func New(d Deps) *Server {
 		Instructions: instructions,
 		Logger:       s.log,
 	})
+	s.srv.AddReceivingMiddleware(s.encodeOnce)
 	s.register()
 	return s
 }

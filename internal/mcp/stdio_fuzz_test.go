@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,8 @@ func dialStdio(t testing.TB, f *fixture) *stdioConn {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		_ = f.srv.MCP().Run(ctx, &sdk.IOTransport{Reader: g.Reader(), Writer: g.Writer()})
+		out := g.Writer()
+		_ = f.srv.Run(ctx, &sdk.IOTransport{Reader: g.Reader(), Writer: out}, out)
 		close(done)
 	}()
 	c := &stdioConn{in: inW, lines: make(chan []byte, 64)}
@@ -143,4 +145,59 @@ func FuzzStdioLines(f *testing.F) {
 		c.send(t, `{"jsonrpc":"2.0","id":"alive","method":"ping"}`)
 		c.await(t, `"alive"`)
 	})
+}
+
+// TestResultsEncodedOnce: on the stdio connection tandem writes each tool
+// result's JSON itself (see Server.Run). The line on the wire is one whole
+// JSON-RPC response with the right id; its text and structured content
+// are the same reply, byte for byte in the output, even when the output
+// looks like tandem's own placeholder; failures keep isError.
+func TestResultsEncodedOnce(t *testing.T) {
+	f := newServer(t, -1) // no bound: the whole output inline
+	c := dialStdio(t, f)
+	c.send(t, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ssh_connect","arguments":{"name":"wire"}}}`)
+	tok := structured(t, c.await(t, `7`))["sessionToken"].(string)
+	const odd = `{"tandemEncodedResult":"0-1"} </script> \u2028 é 😀 "q" \\`
+	cmd := `printf '%s\n' '` + odd + `'; seq 1 50000`
+	want := odd + "\n" + seqText(50000)
+	args, _ := json.Marshal(map[string]any{"sessionName": "wire", "sessionToken": tok, "command": cmd})
+	c.send(t, `{"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"name":"ssh_exec","arguments":`+string(args)+`}}`)
+	r := structured(t, c.await(t, `"big"`))
+	if got := r["result"].(map[string]any)["stdout"]; got != want {
+		t.Fatalf("stdout differs: %d bytes, want %d", len(got.(string)), len(want))
+	}
+	c.send(t, `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"ssh_exec","arguments":{"sessionName":"wire","sessionToken":"wrong","command":"true"}}}`)
+	bad := c.await(t, `8`)
+	if res := bad["result"].(map[string]any); res["isError"] != true || structured(t, bad)["error"] != "invalid_session_token" {
+		t.Fatalf("a failure lost its shape: %v", bad)
+	}
+}
+
+// structured returns a tools/call response's structuredContent, after
+// checking that content[0].text is the same reply.
+func structured(t *testing.T, resp map[string]any) map[string]any {
+	t.Helper()
+	res, _ := resp["result"].(map[string]any)
+	sc, _ := res["structuredContent"].(map[string]any)
+	content, _ := res["content"].([]any)
+	if sc == nil || len(content) != 1 {
+		t.Fatalf("not a tool result: %.300v", resp)
+	}
+	var text map[string]any
+	if err := json.Unmarshal([]byte(content[0].(map[string]any)["text"].(string)), &text); err != nil {
+		t.Fatalf("content[0].text is not JSON: %v", err)
+	}
+	if toJSON(text) != toJSON(sc) {
+		t.Fatalf("content[0].text and structuredContent differ")
+	}
+	return sc
+}
+
+func seqText(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		b.WriteString(strconv.Itoa(i))
+		b.WriteByte('\n')
+	}
+	return b.String()
 }

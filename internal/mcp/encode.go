@@ -1,0 +1,250 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// encodedResult is a tool result whose JSON tandem writes once, itself.
+// The go-sdk (v1.8) marshals a CallToolResult through nested MarshalJSONs,
+// escaping the reply's text and compacting the same bytes several times
+// over; for a large output that costs more than running the command. It
+// embeds the SDK's result, so the SDK can still set what it adds after
+// the handler (_meta, the result type), and MarshalJSON writes that too.
+//
+// Even so the SDK compacts whatever MarshalJSON returns, and again when it
+// frames the message. On a connection that Run serves, MarshalJSON
+// therefore hands the encoding to the connection's stash and returns a
+// small placeholder, which the connection replaces with the stashed bytes
+// as it writes the line: the reply is encoded once and copied once.
+type encodedResult struct {
+	*mcp.CallToolResult
+	reply json.RawMessage // the reply object: structuredContent, and as a string content[0].text
+	stash *stash          // nil: MarshalJSON returns the encoding itself
+}
+
+// encodeOnce is the receiving middleware that gives every tandem tool
+// result the single encoding of encodedResult. Results of any other shape
+// pass as they are.
+func (s *Server) encodeOnce(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if r, ok := res.(*mcp.CallToolResult); ok && err == nil {
+			if raw, ok := ownReply(r); ok {
+				return &encodedResult{CallToolResult: r, reply: raw, stash: s.stashOf(req.GetSession())}, nil
+			}
+		}
+		return res, err
+	}
+}
+
+// ownReply returns the reply bytes of a result built by result(): one
+// text content holding exactly the structured content's JSON, nothing else
+// on the content.
+func ownReply(r *mcp.CallToolResult) (json.RawMessage, bool) {
+	raw, ok := r.StructuredContent.(json.RawMessage)
+	if !ok || len(r.Content) != 1 {
+		return nil, false
+	}
+	t, ok := r.Content[0].(*mcp.TextContent)
+	if !ok || t.Meta != nil || t.Annotations != nil || t.Text != string(raw) {
+		return nil, false
+	}
+	return raw, true
+}
+
+// MarshalJSON writes what the SDK would write for the embedded result,
+// with the reply encoded once as text and once as itself; on a connection
+// with a stash, it stashes that and returns the placeholder.
+func (r *encodedResult) MarshalJSON() ([]byte, error) {
+	b, err := r.encode()
+	if err != nil || r.stash == nil {
+		return b, err
+	}
+	return r.stash.put(b), nil
+}
+
+// encode is the result's JSON, as the SDK would write it.
+func (r *encodedResult) encode() ([]byte, error) {
+	// Everything but the content, as the SDK writes it: small.
+	rest := *r.CallToolResult
+	rest.Content, rest.StructuredContent = nil, nil
+	head, err := json.Marshal(&rest)
+	if err != nil {
+		return nil, fmt.Errorf("encode tool result: %w", err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(head, &fields); err != nil {
+		return nil, fmt.Errorf("encode tool result: %w", err)
+	}
+	delete(fields, "content")
+	delete(fields, "structuredContent")
+
+	var b bytes.Buffer
+	b.Grow(2*len(r.reply) + len(r.reply)/8 + len(head) + 64)
+	b.WriteString(`{"content":[{"type":"text","text":`)
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(string(r.reply)); err != nil {
+		return nil, fmt.Errorf("encode tool result: %w", err)
+	}
+	b.Truncate(b.Len() - 1) // Encode's newline
+	b.WriteString(`}],"structuredContent":`)
+	b.Write(r.reply)
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		key, _ := json.Marshal(k)
+		b.WriteByte(',')
+		b.Write(key)
+		b.WriteByte(':')
+		b.Write(fields[k])
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// stash holds the encodings of one connection's tool results between the
+// SDK's marshalling (which gets a placeholder) and the connection's write
+// of the response line (which puts the encoding in its place).
+type stash struct {
+	mu  sync.Mutex
+	m   map[string][]byte
+	key string // random per connection, so no reply can pose as a placeholder
+	n   uint64
+}
+
+func newStash() *stash {
+	var k [16]byte
+	_, _ = rand.Read(k[:])
+	return &stash{m: map[string][]byte{}, key: hex.EncodeToString(k[:])}
+}
+
+// placeholderPrefix starts every placeholder; the connection looks no
+// further into a result that does not start with it.
+const placeholderPrefix = `{"tandemEncodedResult":"`
+
+// put keeps b and returns the placeholder that stands for it.
+func (st *stash) put(b []byte) []byte {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.n++
+	id := st.key + "-" + strconv.FormatUint(st.n, 10)
+	st.m[id] = b
+	return []byte(placeholderPrefix + id + `"}`)
+}
+
+// take returns and forgets the encoding a placeholder stands for.
+func (st *stash) take(result []byte) ([]byte, bool) {
+	if !bytes.HasPrefix(result, []byte(placeholderPrefix)) || !bytes.HasSuffix(result, []byte(`"}`)) {
+		return nil, false
+	}
+	id := string(result[len(placeholderPrefix) : len(result)-2])
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	b, ok := st.m[id]
+	delete(st.m, id)
+	return b, ok
+}
+
+// stashOf returns the stash of the connection a request came in on, or
+// nil when Run does not serve it (an in-memory or another transport).
+func (s *Server) stashOf(ss mcp.Session) *stash {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sss, _ := ss.(*mcp.ServerSession)
+	return s.stashes[sss]
+}
+
+// Run serves one connection on t until it ends or ctx is done, as the
+// SDK's Server.Run does, writing every tool result's JSON once: w must be
+// the writer t writes its lines to, written a whole line per call.
+func (s *Server) Run(ctx context.Context, t mcp.Transport, w io.Writer) error {
+	ot := &onceTransport{inner: t, w: w, stash: newStash(), log: s.log}
+	ss, err := s.srv.Connect(ctx, ot, nil)
+	if err != nil {
+		return fmt.Errorf("mcp connect: %w", err)
+	}
+	s.mu.Lock()
+	s.stashes[ss] = ot.stash
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.stashes, ss)
+		s.mu.Unlock()
+	}()
+	closed := make(chan error, 1)
+	go func() { closed <- ss.Wait() }()
+	select {
+	case <-ctx.Done():
+		_ = ss.Close()
+		<-closed
+		return ctx.Err()
+	case err := <-closed:
+		return err
+	}
+}
+
+// onceTransport wraps a line transport so that its connection writes
+// stashed tool results in place of their placeholders.
+type onceTransport struct {
+	inner mcp.Transport
+	w     io.Writer
+	stash *stash
+	log   *slog.Logger
+}
+
+func (t *onceTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &onceConn{Connection: c, t: t}, nil
+}
+
+// onceConn is the connection of onceTransport: reads, closes and every
+// other message go to the wrapped connection.
+type onceConn struct {
+	mcp.Connection
+	t *onceTransport
+}
+
+func (c *onceConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	resp, ok := msg.(*jsonrpc.Response)
+	if !ok || resp.Error != nil {
+		return c.Connection.Write(ctx, msg)
+	}
+	b, ok := c.t.stash.take(resp.Result)
+	if !ok {
+		return c.Connection.Write(ctx, msg)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	id, err := json.Marshal(resp.ID.Raw())
+	if err != nil {
+		return fmt.Errorf("write response: %w", err)
+	}
+	line := make([]byte, 0, len(b)+len(id)+40)
+	line = append(line, `{"jsonrpc":"2.0","id":`...)
+	line = append(line, id...)
+	line = append(line, `,"result":`...)
+	line = append(line, b...)
+	line = append(line, "}\n"...)
+	if _, err := c.t.w.Write(line); err != nil {
+		_ = c.Close()
+		return fmt.Errorf("write response: %w", err)
+	}
+	return nil
+}
