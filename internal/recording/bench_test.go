@@ -2,6 +2,7 @@ package recording_test
 
 import (
 	"bytes"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -52,5 +53,25 @@ func BenchmarkOutput100MBps(b *testing.B) {
 	}
 	if lost := w.Lost(); lost > 0 {
 		b.Errorf("lost %d of %d bytes at 100 MB/s", lost, sent)
+	}
+}
+
+// BenchmarkOutputShortLines is BenchmarkOutput for what `seq` prints:
+// short lines, so an escape every few bytes.
+func BenchmarkOutputShortLines(b *testing.B) {
+	var chunk []byte
+	for i := 100000; len(chunk) < 64<<10; i++ {
+		chunk = append(chunk, fmt.Sprintf("%d\r\n", i)...)
+	}
+	w, err := recording.Create(filepath.Join(b.TempDir(), "bench.cast"), recording.Header{Width: 80, Height: 24})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(chunk)))
+	for b.Loop() {
+		w.Output(chunk)
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
 	}
 }

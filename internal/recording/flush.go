@@ -5,8 +5,8 @@ import (
 	"fmt"
 )
 
-// maxSpare bounds the buffer a Writer keeps for reuse between disk writes;
-// a larger one, left by a burst, goes back to the garbage collector.
+// maxSpare bounds the buffer the flusher keeps for reuse between disk
+// writes; a larger one, left by a burst, goes back to the garbage collector.
 const maxSpare = 1 << 20
 
 // ErrClosed is returned by [Writer.Flush] after [Writer.Close].
@@ -77,10 +77,12 @@ func (w *Writer) Close() error {
 	return w.closeErr
 }
 
-// flush runs until Close: it hands pending events to the disk, one write per
-// batch, without holding the lock while it writes. After a write fails it
-// discards everything, since the file may end in half a line.
+// flush runs until Close: it encodes pending events and hands them to the
+// disk, one write per batch, without holding the lock while it does. After
+// a write fails it discards everything, since the file may end in half a
+// line.
 func (w *Writer) flush() {
+	var buf []byte // encoded batch, reused while small
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for {
@@ -92,24 +94,34 @@ func (w *Writer) flush() {
 			w.progress.Broadcast()
 			return
 		}
-		buf := w.pending
+		batch := w.pending
 		w.pending, w.spare = w.spare[:0], nil
 		failed := w.err != nil
 		w.mu.Unlock()
 
+		var size int64
+		buf = buf[:0]
+		for _, e := range batch {
+			size += e.size()
+			if !failed {
+				buf = appendEvent(buf, e.d, e.code, e.data)
+			}
+		}
 		var err error
 		if !failed {
 			_, err = w.dst.Write(buf)
 		}
+		if cap(buf) > maxSpare {
+			buf = nil
+		}
+		clear(batch) // the events' data goes back to the garbage collector
 
 		w.mu.Lock()
 		if err != nil && w.err == nil {
 			w.err = fmt.Errorf("write: %w", err)
 		}
-		w.written += int64(len(buf))
-		if cap(buf) <= maxSpare {
-			w.spare = buf
-		}
+		w.written += size
+		w.spare = batch
 		w.progress.Broadcast()
 	}
 }

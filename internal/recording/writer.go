@@ -1,6 +1,7 @@
 package recording
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,9 +13,13 @@ import (
 	"time"
 )
 
-// maxPending is how far, in encoded bytes, the disk may fall behind a
+// maxPending is how far, in bytes of events, the disk may fall behind a
 // Writer before it drops events.
 const maxPending = 4 << 20
+
+// eventOverhead is what an event counts against the limit beyond its
+// data: about the size of its encoding's time, code and punctuation.
+const eventOverhead = 24
 
 // sink is where a Writer's bytes go: an *os.File, or a slow or failing
 // stand-in in tests.
@@ -24,8 +29,8 @@ type sink interface {
 }
 
 // Writer records one terminal session as an asciicast v2 file. Output, Input
-// and Resize never wait for the disk: they encode the event into memory and
-// a background goroutine writes it. All methods are safe for concurrent use;
+// and Resize never wait for the disk, nor spend time on JSON: they copy the
+// event into memory, and a background goroutine encodes and writes it. All methods are safe for concurrent use;
 // events are recorded in the order the calls take the Writer's lock.
 type Writer struct {
 	dst   sink
@@ -36,9 +41,9 @@ type Writer struct {
 	more     *sync.Cond // the flusher waits here for pending bytes or closing
 	progress *sync.Cond // Flush and Close wait here for the flusher
 	last     time.Duration
-	pending  []byte // encoded events not yet handed to the flusher
-	spare    []byte
-	appended int64 // bytes ever appended to pending
+	pending  []event // events not yet handed to the flusher
+	spare    []event
+	appended int64 // bytes of events ever appended to pending (see size)
 	written  int64 // bytes the flusher has finished with
 	carry    [2][]byte
 	gap      int64 // bytes dropped since the last loss marker
@@ -51,6 +56,16 @@ type Writer struct {
 	closed   chan struct{} // closed when Close has closed the file
 	closeErr error         // set before closed is closed
 }
+
+// event is one recorded event, kept as it came; the flusher encodes it.
+type event struct {
+	d    time.Duration
+	code byte
+	data []byte
+}
+
+// size is what e counts against the limit.
+func (e event) size() int64 { return int64(len(e.data)) + eventOverhead }
 
 // stream indexes Writer.carry: output and input are separate UTF-8 streams.
 const (
@@ -172,30 +187,37 @@ func (w *Writer) now() time.Duration {
 // the disk is already limit bytes behind, and reports whether it kept it.
 // The caller holds w.mu.
 func (w *Writer) add(d time.Duration, code byte, data []byte, force bool) bool {
-	mark := len(w.pending)
+	var events [3]event
+	evs := events[:0]
 	if w.gap > 0 {
 		msg := fmt.Sprintf("\r\n[tandem: recording lost %d bytes here]\r\n", w.gap)
-		w.pending = appendEvent(w.pending, d, 'o', []byte(msg))
+		evs = append(evs, event{d, 'o', []byte(msg)})
 		if w.gapSize != nil {
-			w.pending = appendEvent(w.pending, d, 'r', w.gapSize)
+			evs = append(evs, event{d, 'r', w.gapSize})
 		}
 	}
 	if data != nil {
-		w.pending = appendEvent(w.pending, d, code, data)
+		evs = append(evs, event{d, code, data})
+	}
+	var n int64
+	for _, e := range evs {
+		n += e.size()
 	}
 	behind := w.appended - w.written // already handed to the flusher or pending
-	n := len(w.pending) - mark
 	// An event alone may exceed the limit: it is kept when nothing is behind,
 	// so one huge chunk is never dropped for its size alone.
-	if !force && behind > 0 && behind+int64(n) > int64(w.limit) {
-		w.pending = w.pending[:mark]
+	if !force && behind > 0 && behind+n > int64(w.limit) {
 		if code != 'r' {
 			w.gap += int64(len(data))
 			w.lost += int64(len(data))
 		}
 		return false
 	}
-	w.appended += int64(n)
+	if data != nil {
+		evs[len(evs)-1].data = bytes.Clone(data) // the caller's buffer is theirs again
+	}
+	w.pending = append(w.pending, evs...)
+	w.appended += n
 	w.gap, w.gapSize = 0, nil
 	w.more.Signal()
 	return true

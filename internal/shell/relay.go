@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"time"
 
@@ -452,6 +453,7 @@ func markerPrefixLen(b []byte, markers ...[]byte) int {
 // toCRLF converts bare LF to CR LF, as a terminal's onlcr would, so relay
 // output (which never passed through the tty) displays right for viewers.
 func toCRLF(dst, src []byte) []byte {
+	dst = slices.Grow(dst, len(src)+bytes.Count(src, []byte{'\n'}))
 	for len(src) > 0 {
 		i := bytes.IndexByte(src, '\n')
 		if i < 0 {
