@@ -93,26 +93,46 @@ func (r *encodedResult) encode() ([]byte, error) {
 	delete(fields, "content")
 	delete(fields, "structuredContent")
 
-	var b bytes.Buffer
-	b.Grow(2*len(r.reply) + len(r.reply)/8 + len(head) + 64)
-	b.WriteString(`{"content":[{"type":"text","text":`)
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(string(r.reply)); err != nil {
+	escapes := bytes.Count(r.reply, []byte{'"'}) + bytes.Count(r.reply, []byte{'\\'})
+	b := make([]byte, 0, 2*len(r.reply)+escapes+len(head)+64)
+	b = append(b, `{"content":[{"type":"text","text":`...)
+	b, err = appendQuoted(b, r.reply)
+	if err != nil {
 		return nil, fmt.Errorf("encode tool result: %w", err)
 	}
-	b.Truncate(b.Len() - 1) // Encode's newline
-	b.WriteString(`}],"structuredContent":`)
-	b.Write(r.reply)
+	b = append(b, `}],"structuredContent":`...)
+	b = append(b, r.reply...)
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		key, _ := json.Marshal(k)
-		b.WriteByte(',')
-		b.Write(key)
-		b.WriteByte(':')
-		b.Write(fields[k])
+		b = append(b, ',')
+		b = append(b, key...)
+		b = append(b, ':')
+		b = append(b, fields[k]...)
 	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
+	return append(b, '}'), nil
+}
+
+// appendQuoted appends the JSON text j as a JSON string. j comes from
+// encoding/json, which leaves no control character or invalid UTF-8 in
+// it, so only quotes and backslashes need escaping; anything else goes
+// through encoding/json.
+func appendQuoted(dst, j []byte) ([]byte, error) {
+	base := len(dst)
+	dst = append(dst, '"')
+	start := 0
+	for i, c := range j {
+		switch {
+		case c == '"' || c == '\\':
+			dst = append(dst, j[start:i]...)
+			dst = append(dst, '\\', c)
+			start = i + 1
+		case c < 0x20:
+			q, err := json.Marshal(string(j))
+			return append(dst[:base], q...), err
+		}
+	}
+	dst = append(dst, j[start:]...)
+	return append(dst, '"'), nil
 }
 
 // stash holds the encodings of one connection's tool results between the

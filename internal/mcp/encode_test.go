@@ -74,7 +74,7 @@ func TestEncodeOnceLeavesOthers(t *testing.T) {
 }
 
 // BenchmarkEncodeResult: the go-sdk's encoding of a 589 KB reply against
-// tandem's single one, each as the SDK's framing calls it.
+// tandem's single one, as the stdio connection writes it.
 func BenchmarkEncodeResult(b *testing.B) {
 	var sb strings.Builder
 	for i := 1; i <= 100000; i++ {
@@ -93,7 +93,7 @@ func BenchmarkEncodeResult(b *testing.B) {
 	b.Run("once", func(b *testing.B) {
 		e := &encodedResult{CallToolResult: res, reply: raw}
 		for b.Loop() {
-			if _, err := json.Marshal(e); err != nil {
+			if _, err := e.encode(); err != nil {
 				b.Fatal(err)
 			}
 		}
