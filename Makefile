@@ -32,6 +32,7 @@ bench:
 	cd bench && npm ci --no-audit --no-fund
 	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS' -benchtime 1x ./cmd/tandem/
 	$(GO) test -run '^$$' -bench 'BenchmarkHeap' -benchtime 1x ./internal/mcp/
+	$(GO) test -run '^$$' -bench 'BenchmarkEncodeResult' ./internal/mcp/
 	$(GO) test -run '^$$' -bench 'BenchmarkAuditedCalls' -benchtime 10000x ./internal/mcp/
 	$(GO) test -run '^$$' -bench 'BenchmarkAppend|BenchmarkVerify100k' ./internal/audit/ ./internal/store/
 	$(GO) test -run '^$$' -bench 'BenchmarkShell' ./internal/shell/
