@@ -279,6 +279,15 @@ func (s *Shell) Done() <-chan struct{} { return s.conn.Done() }
 
 // Close ends the shell and its processes.
 func (s *Shell) Close() error {
+	// A connection that already ended keeps its own account (an exit
+	// status): once closed, it would report only that it was closed.
+	select {
+	case <-s.conn.Done():
+		if cerr := s.conn.Err(); cerr != nil {
+			s.fail(cerr)
+		}
+	default:
+	}
 	s.mu.Lock()
 	s.closed = true
 	relay := s.relay

@@ -69,7 +69,10 @@ func (c *conn) watch(interval time.Duration, max int) {
 	c.wg.Add(3)
 	go func() {
 		defer c.wg.Done()
-		c.end(c.shellEnded(c.session.Wait()))
+		err := c.shellEnded(c.session.Wait())
+		// A shell that exited leaves its last output on the relay's
+		// channels: the transport stays up for it until Close.
+		c.endKeep(err, errors.Is(err, shell.ErrShellExited))
 	}()
 	go func() {
 		defer c.wg.Done()
@@ -127,7 +130,8 @@ func (c *conn) Resize(cols, rows int) error {
 }
 
 // Done is closed when the conn ends: Close, the shell exiting, or the
-// connection dying.
+// connection dying. After the shell exits, the transport (and so the
+// relay's channels) stays up until Close, so its last output can be read.
 func (c *conn) Done() <-chan struct{} { return c.done }
 
 // Err says why Done was closed: nil after Close (or before Done), else an
@@ -146,13 +150,18 @@ func (c *conn) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	c.end(nil)
+	c.client.Close()
 	c.wg.Wait()
 	return nil
 }
 
 // end records why the conn ended (the first reason wins; none after
 // Close), closes done and tears the connection down.
-func (c *conn) end(reason error) {
+func (c *conn) end(reason error) { c.endKeep(reason, false) }
+
+// endKeep is end, leaving the transport up when keep is set (Close takes
+// it down).
+func (c *conn) endKeep(reason error, keep bool) {
 	c.mu.Lock()
 	if c.ended {
 		c.mu.Unlock()
@@ -166,7 +175,9 @@ func (c *conn) end(reason error) {
 	c.mu.Unlock()
 	// Not session.Close: that writes to the peer, and blocks when the peer
 	// is gone and the socket buffer is full.
-	c.client.Close()
+	if !keep {
+		c.client.Close()
+	}
 }
 
 // shellEnded explains the interactive session's end, given Session.Wait's

@@ -18,11 +18,14 @@ import (
 
 // relayScript streams the FIFOs in $1 over the channel: out to stdout, err
 // to stderr, and stdin into in. It first checks the FIFOs and writes one
-// ready byte, which OpenRelay consumes. When stdin ends (Relay.Stage
-// closed, or the channel closed) it stops the two readers, which would
-// otherwise block on their FIFOs for as long as the shell lives.
+// ready byte, which OpenRelay consumes. Then only the two readers hold the
+// channel's stdout and stderr, so once the shell has gone and they have
+// passed on its last bytes, the channel reaches EOF. When stdin ends
+// (Relay.Stage closed, or the channel closed) it stops the two readers,
+// which would otherwise block on their FIFOs for as long as the shell
+// lives.
 const relayScript = `for f in in out err; do [ -p "$1/$f" ] || { echo "$1/$f is not a FIFO" >&2; exit 2; }; done; ` +
-	`printf ` + relayReady + `; cat "$1/out" & o=$!; cat "$1/err" >&2 & e=$!; cat >"$1/in"; kill $o $e 2>/dev/null`
+	`printf ` + relayReady + `; cat "$1/out" & o=$!; cat "$1/err" >&2 & e=$!; exec >/dev/null 2>&1; cat >"$1/in"; kill $o $e`
 
 const relayReady = "R"
 
@@ -135,11 +138,16 @@ type relayReader struct {
 }
 
 // Read returns relay output as it arrives. It returns io.EOF when the relay
-// was closed or its command ended, and an error wrapping
-// shell.ErrConnectionLost when the connection died.
+// was closed, its stream ended (the shell is gone) or its command ended,
+// and an error wrapping shell.ErrConnectionLost when the connection died.
 func (rr *relayReader) Read(p []byte) (int, error) {
 	n, err := rr.rd.Read(p)
 	if err != nil && !rr.closed.Load() {
+		if errors.Is(err, io.EOF) && rr.r.c.transportGone() == nil {
+			// The stream ended while the connection lives: the shell is
+			// gone and its last bytes have passed.
+			return n, io.EOF
+		}
 		err = rr.r.streamErr(err)
 	}
 	return n, err
