@@ -16,14 +16,17 @@ var benchChunk = bytes.Repeat([]byte("\x1b[32mok\x1b[0m  build/étape-2/file_004
 
 // BenchmarkOutput measures what Output costs its caller, who holds the
 // terminal engine's lock, and how fast the file grows, unpaced.
-func BenchmarkOutput(b *testing.B) {
+func BenchmarkOutput(b *testing.B) { benchOutput(b, benchChunk) }
+
+// benchOutput records chunk over and over into a new file.
+func benchOutput(b *testing.B, chunk []byte) {
 	w, err := recording.Create(filepath.Join(b.TempDir(), "bench.cast"), recording.Header{Width: 80, Height: 24})
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(int64(len(benchChunk)))
+	b.SetBytes(int64(len(chunk)))
 	for b.Loop() {
-		w.Output(benchChunk)
+		w.Output(chunk)
 	}
 	if err := w.Close(); err != nil {
 		b.Fatal(err)
@@ -63,15 +66,5 @@ func BenchmarkOutputShortLines(b *testing.B) {
 	for i := 100000; len(chunk) < 64<<10; i++ {
 		chunk = append(chunk, fmt.Sprintf("%d\r\n", i)...)
 	}
-	w, err := recording.Create(filepath.Join(b.TempDir(), "bench.cast"), recording.Header{Width: 80, Height: 24})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(len(chunk)))
-	for b.Loop() {
-		w.Output(chunk)
-	}
-	if err := w.Close(); err != nil {
-		b.Fatal(err)
-	}
+	benchOutput(b, chunk)
 }
