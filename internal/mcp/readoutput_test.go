@@ -212,14 +212,14 @@ func TestReadOutputLeavesTheGate(t *testing.T) {
 	if !ok {
 		t.Fatal("no session for the monitoring key")
 	}
-	if err := sess.Input(context.Background(), []byte("seq 1 700000\r")); err != nil {
+	if err := sess.Input(context.Background(), []byte("seq 1 735000\r")); err != nil {
 		t.Fatal(err)
 	}
-	want := seqBytes(700000)
+	want := seqBytes(735000)
 	// Wait until the human sees the prompt again, then read output: that
 	// must not consume the gate.
 	waitScreen(t, sess, func(seen string) bool {
-		i := strings.LastIndex(seen, "700000\r\n")
+		i := strings.LastIndex(seen, "735000\r\n")
 		return i >= 0 && (strings.HasSuffix(seen, "$ ") || strings.HasSuffix(seen, "# "))
 	})
 	for range 3 {
