@@ -30,8 +30,9 @@ type sink interface {
 
 // Writer records one terminal session as an asciicast v2 file. Output, Input
 // and Resize never wait for the disk, nor spend time on JSON: they copy the
-// event into memory, and a background goroutine encodes and writes it. All methods are safe for concurrent use;
-// events are recorded in the order the calls take the Writer's lock.
+// event into memory, and a background goroutine encodes and writes it. All
+// methods are safe for concurrent use; events are recorded in the order the
+// calls take the Writer's lock.
 type Writer struct {
 	dst   sink
 	start time.Time // carries a monotonic reading: event times never go back
