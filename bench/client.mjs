@@ -3,8 +3,10 @@
 // @modelcontextprotocol/sdk pays per call, next to the go-sdk column.
 //
 // Usage: node client.mjs TANDEM-BINARY [TANDEM-ARGS...]
+//        node client.mjs --http ENDPOINT-URL   (bearer token in $TANDEM_TOKEN)
 //
-// It spawns tandem with the SDK's StdioClientTransport, lists the tools (as
+// It spawns tandem with the SDK's StdioClientTransport (or, with --http,
+// reaches a running tandem over Streamable HTTP), lists the tools (as
 // agents do, which also arms the SDK's output-schema validation), prints
 // one ready line, then serves one JSON request per line on stdin with one
 // JSON reply per line on stdout, in order:
@@ -18,6 +20,8 @@
 //     -> {"ok":true,"ms":1.2,"bytes":6}
 //   {"op":"codec"}   JSON.stringify + JSON.parse of the last full output
 //     -> {"ok":true,"ms":0.4,"bytes":588895}
+//   {"op":"call","tool":"ssh_exec","args":{...}}   any tool, as is
+//     -> {"ok":true,"ms":1.2,"reply":{...the tool's reply object...}}
 //
 // Any failure is {"ok":false,"error":"..."}. Times are taken here with
 // performance.now(), so the pipe to the Go benchmark is not in them.
@@ -30,6 +34,7 @@ import { createInterface } from 'node:readline';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
 const [binary, ...args] = process.argv.slice(2);
 if (!binary) {
@@ -177,6 +182,12 @@ async function handle(req) {
       return spawnBash(req.command);
     case 'codec':
       return codec();
+    case 'call': {
+      const t0 = performance.now();
+      const res = await client.callTool({ name: req.tool, arguments: req.args ?? {} });
+      const ms = performance.now() - t0;
+      return { ms, reply: payload(res), isError: res.isError === true };
+    }
     default:
       throw new Error(`unknown op ${JSON.stringify(req.op)}`);
   }
@@ -186,7 +197,11 @@ const sessions = new Map(); // name -> {name, token}
 let lastOutput; // the last full stdout, for codec
 
 const client = new Client({ name: 'tandem-bench-ts', version: '1' });
-const transport = new StdioClientTransport({ command: binary, args, stderr: 'inherit' });
+const transport = binary === '--http'
+  ? new StreamableHTTPClientTransport(new URL(args[0]), {
+    requestInit: { headers: { Authorization: `Bearer ${process.env.TANDEM_TOKEN ?? ''}` } },
+  })
+  : new StdioClientTransport({ command: binary, args, stderr: 'inherit' });
 let readOutputTool = false;
 try {
   await client.connect(transport);

@@ -71,6 +71,7 @@ func auditVerifyCmd(stdout io.Writer) *cobra.Command {
 type auditTailFlags struct {
 	dataDir string
 	session string
+	tenant  string
 	json    bool
 	n       int
 }
@@ -90,7 +91,7 @@ func auditTailCmd(stdout io.Writer) *cobra.Command {
 				return err
 			}
 			defer st.Close()
-			recs, err := st.TailAudit(cmd.Context(), f.n, f.session)
+			recs, err := st.TailAudit(cmd.Context(), f.n, store.AuditFilter{SessionName: f.session, Tenant: f.tenant})
 			if err != nil {
 				return err
 			}
@@ -102,6 +103,7 @@ func auditTailCmd(stdout io.Writer) *cobra.Command {
 	}
 	c.Flags().StringVar(&f.dataDir, "data-dir", "", "state directory (default $XDG_STATE_HOME/tandem or ~/.local/state/tandem)")
 	c.Flags().StringVar(&f.session, "session", "", "only records of the session with this name")
+	c.Flags().StringVar(&f.tenant, "tenant", "", "only records of this tenant")
 	c.Flags().BoolVar(&f.json, "json", false, "one JSON object per line instead of a table")
 	c.Flags().IntVarP(&f.n, "lines", "n", 20, "how many records")
 	return c

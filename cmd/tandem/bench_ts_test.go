@@ -46,12 +46,14 @@ type tsReply struct {
 	SHA256   string  `json:"sha256"`
 	Via      string  `json:"via"`
 	ExitCode *int    `json:"exitCode"`
+	// Reply is a "call" op's tool reply object.
+	Reply map[string]any `json:"reply"`
 }
 
 // tsNodeModules installs bench/'s locked dependencies when they are not
 // there yet (`make bench` installs them first), so the benchmark also runs
 // alone. Without node or npm it skips, or fails under CI=true.
-func tsNodeModules(b *testing.B) (node string) {
+func tsNodeModules(b testing.TB) (node string) {
 	b.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -76,7 +78,13 @@ func tsNodeModules(b *testing.B) (node string) {
 // args, and waits for its ready line. b.Cleanup closes its stdin (it then
 // closes tandem and exits), kills it if it has not exited 10 s later, and
 // waits for it.
-func startTSClient(b *testing.B, args ...string) *tsClient {
+func startTSClient(b testing.TB, args ...string) *tsClient {
+	return startTSClientEnv(b, nil, args...)
+}
+
+// startTSClientEnv is startTSClient with more environment, such as the
+// bearer token of `--http URL`.
+func startTSClientEnv(b testing.TB, env []string, args ...string) *tsClient {
 	b.Helper()
 	node := tsNodeModules(b)
 	script, err := filepath.Abs(filepath.Join(benchDir, "client.mjs"))
@@ -84,9 +92,13 @@ func startTSClient(b *testing.B, args ...string) *tsClient {
 		b.Fatal(err)
 	}
 	home := b.TempDir()
-	cmd := exec.Command(node, append([]string{script, binary}, args...)...)
+	argv := append([]string{script, binary}, args...)
+	if len(args) > 0 && args[0] == "--http" { // a running tandem, not one of its own
+		argv = append([]string{script}, args...)
+	}
+	cmd := exec.Command(node, argv...)
 	cmd.Dir = b.TempDir()
-	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "USER=" + os.Getenv("USER")}
+	cmd.Env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "USER=" + os.Getenv("USER")}, env...)
 	errf, err := os.CreateTemp(home, "node-stderr-*.log")
 	if err != nil {
 		b.Fatal(err)
@@ -148,7 +160,7 @@ func (c *tsClient) do(req map[string]any) (tsReply, error) {
 }
 
 // mustDo is do for calls whose failure ends the benchmark.
-func (c *tsClient) mustDo(b *testing.B, req map[string]any) tsReply {
+func (c *tsClient) mustDo(b testing.TB, req map[string]any) tsReply {
 	b.Helper()
 	r, err := c.do(req)
 	if err != nil {

@@ -32,15 +32,21 @@ type serveFlags struct {
 	web       string
 	dataDir   string
 	logLevel  string
+	http      string // HTTP mode's listener; "" serves stdio
+	tlsCert   string
+	tlsKey    string
+	insecure  bool // --insecure-http: plain HTTP on a non-loopback address
 }
 
 func serveCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var f serveFlags
 	c := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve MCP over stdio (what MCP clients launch)",
+		Short: "Serve MCP over stdio (what MCP clients launch), or over HTTP with --http",
 		Long: "Serve MCP over stdio. With no --config, one sandboxed local target named \"local\" is offered, " +
-			"rooted at the current directory. The browser terminal listens on --web (loopback).",
+			"rooted at the current directory. The browser terminal listens on --web (loopback). " +
+			"With --http ADDR, serve many agents over Streamable HTTP at /mcp on that address instead; " +
+			"each request needs a bearer token (tandem token issue).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return serve(cmd.Context(), f, stdin, stdout, stderr)
@@ -51,6 +57,10 @@ func serveCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	c.Flags().StringVar(&f.workspace, "workspace", "", "the local target's workspace, without --config (default: the current directory)")
 	c.Flags().StringVar(&f.dataDir, "data-dir", "", "state directory (default $XDG_STATE_HOME/tandem or ~/.local/state/tandem)")
 	c.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
+	c.Flags().StringVar(&f.http, "http", "", "serve MCP over Streamable HTTP at /mcp on this address (host:port, port 0 picks one) instead of stdio; every request needs a bearer claim")
+	c.Flags().StringVar(&f.tlsCert, "tls-cert", "", "with --http: serve HTTPS with this certificate (PEM)")
+	c.Flags().StringVar(&f.tlsKey, "tls-key", "", "with --http: the certificate's private key (PEM)")
+	c.Flags().BoolVar(&f.insecure, "insecure-http", false, "with --http: allow plain HTTP on a non-loopback address (bearer tokens then cross the network in clear text)")
 	return c
 }
 
@@ -100,11 +110,15 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		return err
 	}
 	defer rec.close(log)
-	ln, err := web.Listen(ctx, f.web, &web.ListenOptions{Logger: log})
+	hm, err := newHTTPMode(ctx, f, cfg, dataDir, rec, log)
 	if err != nil {
 		return err
 	}
-	base := "http://" + ln.Addr().String()
+	ln, err := hm.listen(ctx, f, log)
+	if err != nil {
+		return err
+	}
+	base := hm.scheme() + "://" + ln.Addr().String()
 	sessions := session.NewManager(&session.Options{
 		Journal:       rec.journal,
 		Logger:        log,
@@ -113,10 +127,6 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		Spool:         &spool.Dir{Path: spoolDir, Inline: spool.DefaultInline},
 		RecordingsDir: filepath.Join(dataDir, "recordings"),
 	})
-	webDone := make(chan error, 1)
-	go func() {
-		webDone <- web.New(webSessions{sessions}, &web.Options{Logger: log, Recordings: sessions, PublicHosts: cfg.Web.PublicHosts}).Serve(ctx, ln)
-	}()
 	leasesDone := make(chan struct{})
 	go func() { sessions.Run(ctx); close(leasesDone) }()
 
@@ -124,8 +134,10 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		Sessions:      sessions,
 		Audit:         rec.audit,
 		AuditContinue: cfg.Audit.OnFailure == config.AuditContinue,
+		Tenant:        stdioTenant(cfg),
+		RequireClaims: hm.on(),
 		Targets: &target.Resolver{
-			Config: cfg, Stdio: true, Self: self, Home: home, AgentSocket: os.Getenv("SSH_AUTH_SOCK"),
+			Config: cfg, Stdio: !hm.on(), Self: self, Home: home, AgentSocket: os.Getenv("SSH_AUTH_SOCK"),
 			PinFile: filepath.Join(dataDir, "known_hosts"),
 			RunDir:  runDir, Env: shellEnv(), User: currentUser(), Refused: refused,
 		},
@@ -135,8 +147,14 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		Logger:            log,
 		Version:           version,
 	})
+	webOpts := &web.Options{Logger: log, Recordings: sessions, PublicHosts: cfg.Web.PublicHosts}
+	if hm.on() {
+		webOpts.Routes = hm.routes(srv, base)
+	}
+	webDone := make(chan error, 1)
+	go func() { webDone <- web.New(webSessions{sessions}, webOpts).Serve(ctx, ln) }()
 	var targets []string
-	for _, t := range cfg.Targets {
+	for _, t := range allTargets(cfg) {
 		desc := t.Name + " (" + t.Kind
 		switch {
 		case t.Kind == "local":
@@ -149,13 +167,19 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		}
 		targets = append(targets, desc+")")
 	}
-	log.Info("tandem serving MCP over stdio", "web", base, "dataDir", dataDir, "targets", strings.Join(targets, "; "))
-	if isTerminal(stdin) {
-		fmt.Fprintln(stderr, newcomerHint(self, f, cfg, refused))
+	if hm.on() {
+		log.Info("tandem serving MCP over HTTP", "endpoint", base+"/mcp", "dataDir", dataDir, "targets", strings.Join(targets, "; "))
+		fmt.Fprintf(stderr, "tandem: MCP endpoint %s/mcp\n", base)
+		err = hm.run(ctx)
+	} else {
+		log.Info("tandem serving MCP over stdio", "web", base, "dataDir", dataDir, "targets", strings.Join(targets, "; "))
+		if isTerminal(stdin) {
+			fmt.Fprintln(stderr, newcomerHint(self, f, cfg, refused))
+		}
+		guard := stdio.New(stdin, stdout, log)
+		out := guard.Writer() // whole lines per call, as Run needs
+		err = srv.Run(ctx, &sdk.IOTransport{Reader: guard.Reader(), Writer: out, MaxLineLength: stdio.MaxLine + 1}, out)
 	}
-	guard := stdio.New(stdin, stdout, log)
-	out := guard.Writer() // whole lines per call, as Run needs
-	err = srv.Run(ctx, &sdk.IOTransport{Reader: guard.Reader(), Writer: out, MaxLineLength: stdio.MaxLine + 1}, out)
 	cancel()
 	<-leasesDone
 	if werr := <-webDone; werr != nil && !errors.Is(werr, context.Canceled) {
@@ -215,7 +239,8 @@ func loadConfig(path, workspace, home string) (*config.Config, error) {
 // same message, so that `tandem serve` from $HOME still serves SSH targets.
 func unsafeWorkspaces(cfg *config.Config, chosen bool, home, dataDir, runDir string) (map[string]string, error) {
 	refused := map[string]string{}
-	for _, t := range cfg.Targets {
+	for _, tt := range tenantTargets(cfg) {
+		t, key := tt.t, target.RefusedKey(tt.tenant, tt.t.Name)
 		if t.Kind != "local" || t.Sandbox == "none" {
 			continue
 		}
@@ -230,14 +255,14 @@ func unsafeWorkspaces(cfg *config.Config, chosen bool, home, dataDir, runDir str
 				if chosen {
 					return nil, errors.New(why)
 				}
-				if _, seen := refused[t.Name]; !seen {
-					refused[t.Name] = why
+				if _, seen := refused[key]; !seen {
+					refused[key] = why
 				}
 			}
 		}
-		if _, seen := refused[t.Name]; !seen && !chosen {
+		if _, seen := refused[key]; !seen && !chosen {
 			if what := broadWorkspace(t.Workspace, home); what != "" {
-				refused[t.Name] = fmt.Sprintf("local target %q: the workspace would be %s, tandem's current directory, which is %s: "+
+				refused[key] = fmt.Sprintf("local target %q: the workspace would be %s, tandem's current directory, which is %s: "+
 					"a session could change anything in it. Pass --workspace DIR with the project directory (or set workspace in tandem.yaml)",
 					t.Name, t.Workspace, what)
 			}
@@ -269,6 +294,50 @@ func broadWorkspace(dir, home string) string {
 		}
 	}
 	return ""
+}
+
+// stdioTenant is the tenant a stdio client acts as: the default one, or
+// the only configured tenant.
+func stdioTenant(cfg *config.Config) string {
+	if len(cfg.Tenants) == 1 {
+		return cfg.Tenants[0].Name
+	}
+	return config.DefaultTenant
+}
+
+// tenantTarget is a target with the tenant it belongs to.
+type tenantTarget struct {
+	tenant string
+	t      config.Target
+}
+
+// tenantTargets lists every target with its tenant: the top-level ones
+// belong to the default tenant.
+func tenantTargets(cfg *config.Config) []tenantTarget {
+	var out []tenantTarget
+	for _, t := range cfg.Targets {
+		out = append(out, tenantTarget{config.DefaultTenant, t})
+	}
+	for _, tn := range cfg.Tenants {
+		for _, t := range tn.Targets {
+			out = append(out, tenantTarget{tn.Name, t})
+		}
+	}
+	return out
+}
+
+// allTargets lists every target, named tenant/target where tenants are
+// configured, for the startup log.
+func allTargets(cfg *config.Config) []config.Target {
+	var out []config.Target
+	for _, tt := range tenantTargets(cfg) {
+		t := tt.t
+		if len(cfg.Tenants) > 0 {
+			t.Name = tt.tenant + "/" + t.Name
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 func defaultDataDir(home string) string {
@@ -328,7 +397,7 @@ func newcomerHint(self string, f serveFlags, cfg *config.Config, refused map[str
 	case f.config != "":
 		abs, _ := filepath.Abs(f.config)
 		args = " --config " + abs
-	case len(t) == 1 && refused[t[0].Name] != "":
+	case len(t) == 1 && refused[target.RefusedKey(config.DefaultTenant, t[0].Name)] != "":
 		args = " --workspace /path/to/your/project"
 	case len(t) == 1:
 		args = " --workspace " + t[0].Workspace

@@ -19,11 +19,13 @@
 // one cross-process write transaction and returns only after it commits, so
 // a caller that replies after Append never acknowledges an unrecorded call.
 //
-// # Hash encoding (version 1)
+// # Hash encoding (versions 1 and 2)
 //
-// Hash is the lowercase hex SHA-256 of this byte string:
+// Hash is the lowercase hex SHA-256 of this byte string, for the record's
+// HashVersion (new records are version 2; version 1 records, written before
+// HTTP mode's identity fields existed, still verify):
 //
-//	"tandem-audit-v1\n"
+//	"tandem-audit-v1\n" or "tandem-audit-v2\n"
 //	str(PrevHash)
 //	int(Seq)
 //	str(Time in UTC, formatted with time.RFC3339Nano)
@@ -34,6 +36,7 @@
 //	opt(ExitCode)
 //	int(DurationMs) int(Bytes)
 //	str(ApprovalID)
+//	str(SID) str(Workspace)         (version 2 only)
 //
 // where str(s) is len(s) as a big-endian uint64 followed by the bytes of s
 // exactly (Args: the stored JSON bytes, not a re-encoding), int(n) is n as a

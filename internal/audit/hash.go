@@ -5,22 +5,30 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"hash"
+	"strconv"
 	"time"
 )
 
 // GenesisHash is the PrevHash of record 1: there is nothing before it.
 const GenesisHash = "0000000000000000000000000000000000000000000000000000000000000000"
 
-// hashDomain tags version 1 of the encoding, so a future version cannot
-// produce the same bytes for a different record.
-const hashDomain = "tandem-audit-v1\n"
+// hashDomain tags each version of the encoding, so one version cannot
+// produce the same bytes as another for a different record.
+var hashDomain = map[int]string{1: "tandem-audit-v1\n", 2: "tandem-audit-v2\n"}
+
+// HashVersion is the encoding new records are written with.
+const HashVersion = 2
 
 // Hash returns the hash a record must carry: hex SHA-256 of its canonical
 // encoding (see the package doc). r.Hash itself is not covered.
 func Hash(r Record) string {
+	domain, ok := hashDomain[r.HashVersion]
+	if !ok {
+		return "unknown hash version " + strconv.Itoa(r.HashVersion)
+	}
 	h := sha256.New()
 	e := encoder{h: h}
-	e.raw(hashDomain)
+	e.raw(domain)
 	e.str(r.PrevHash)
 	e.int(r.Seq)
 	e.str(r.Time.UTC().Format(time.RFC3339Nano))
@@ -40,6 +48,10 @@ func Hash(r Record) string {
 	e.int(r.DurationMs)
 	e.int(r.Bytes)
 	e.str(r.ApprovalID)
+	if r.HashVersion >= 2 {
+		e.str(r.SID)
+		e.str(r.Workspace)
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 

@@ -103,6 +103,7 @@ func (l *Log) Append(ctx context.Context, r Record) (Record, error) {
 		if head.Seq == 0 {
 			next.PrevHash = GenesisHash
 		}
+		next.HashVersion = HashVersion
 		next.Hash = Hash(next)
 		return next, nil
 	})

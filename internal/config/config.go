@@ -31,7 +31,73 @@ type Config struct {
 	Web Web `yaml:"web"`
 	// Audit says what happens when the audit log cannot be written.
 	Audit Audit `yaml:"audit"`
+	// Tenants are the teams an HTTP-mode server serves, each with its own
+	// targets and workspaces. Without it, the top-level targets form one
+	// tenant named "default" with one workspace named "default".
+	Tenants []Tenant `yaml:"tenants"`
+	// Auth says which bearer claims HTTP mode accepts.
+	Auth Auth `yaml:"auth"`
 }
+
+// Tenant is one team: the targets its agents may reach and the workspaces
+// that group them. Targets and their paths, hosts and credentials never
+// leave the server; an agent names a target only.
+type Tenant struct {
+	Name    string   `yaml:"name"`
+	Targets []Target `yaml:"targets"`
+	// Workspaces name sets of the tenant's targets; a claim's wsp picks one.
+	Workspaces []Workspace `yaml:"workspaces"`
+	// AllowAdHoc lets this tenant's agents pass host parameters to
+	// ssh_connect in HTTP mode; default off.
+	AllowAdHoc bool `yaml:"allowAdHoc"`
+}
+
+// Workspace is a named set of a tenant's targets.
+type Workspace struct {
+	Name    string   `yaml:"name"`
+	Targets []string `yaml:"targets"`
+}
+
+// Auth configures bearer claims (HTTP mode).
+type Auth struct {
+	// Audience is the aud every token must carry (RFC 8707: a token minted
+	// for another server is refused). Default "tandem"; set it to the
+	// server's public MCP URL when several servers share issuers.
+	Audience string `yaml:"audience"`
+	// Issuer is the iss of tandem's own tokens; default "tandem".
+	Issuer string `yaml:"issuer"`
+	// MaxTTL is the longest a token may live (exp - iat); default 24h.
+	MaxTTL Duration `yaml:"maxTTL"`
+	// Issuers are external identity providers whose tokens are accepted.
+	Issuers []Issuer `yaml:"issuers"`
+}
+
+// Issuer is an external identity provider.
+type Issuer struct {
+	Issuer string `yaml:"issuer"`
+	// JWKSURL is where its public keys are fetched; or PublicKeys holds
+	// them as PEM ("-----BEGIN PUBLIC KEY-----").
+	JWKSURL    string   `yaml:"jwksUrl"`
+	PublicKeys []string `yaml:"publicKeys"`
+	// Audience is the aud its tokens must carry for this server.
+	Audience string `yaml:"audience"`
+	// Claims maps tandem's claim fields to the provider's claim names.
+	Claims ClaimNames `yaml:"claims"`
+}
+
+// ClaimNames maps claim fields to names; empty fields keep tandem's names
+// (tnt, sub, wsp, tools, sid).
+type ClaimNames struct {
+	Tenant    string `yaml:"tenant"`
+	Actor     string `yaml:"actor"`
+	Workspace string `yaml:"workspace"`
+	Tools     string `yaml:"tools"`
+	SID       string `yaml:"sid"`
+}
+
+// DefaultTenant names the tenant that the top-level targets form, and the
+// one stdio mode serves.
+const DefaultTenant = "default"
 
 // Web configures the browser terminal.
 type Web struct {
@@ -79,6 +145,9 @@ type Target struct {
 	UseAgent      bool   `yaml:"useAgent"`
 	KnownHosts    string `yaml:"knownHosts"`
 	HostKeyPolicy string `yaml:"hostKeyPolicy"`
+	// PasswordFile holds the ssh target's password, read by the server at
+	// connect time (never in tandem.yaml, never shown to an agent).
+	PasswordFile string `yaml:"passwordFile"`
 }
 
 // Limits are the lease and command bounds.
@@ -172,8 +241,24 @@ func (c *Config) fill() {
 	if c.Audit.OnFailure == "" {
 		c.Audit.OnFailure = AuditRefuse
 	}
-	for i := range c.Targets {
-		t := &c.Targets[i]
+	if c.Auth.Audience == "" {
+		c.Auth.Audience = "tandem"
+	}
+	if c.Auth.Issuer == "" {
+		c.Auth.Issuer = "tandem"
+	}
+	if c.Auth.MaxTTL == 0 {
+		c.Auth.MaxTTL = Duration(24 * time.Hour)
+	}
+	fillTargets(c.Targets)
+	for i := range c.Tenants {
+		fillTargets(c.Tenants[i].Targets)
+	}
+}
+
+func fillTargets(ts []Target) {
+	for i := range ts {
+		t := &ts[i]
 		if t.Kind == "ssh" && t.Port == 0 {
 			t.Port = 22
 		}
@@ -191,10 +276,34 @@ func (c *Config) validate(base, home string) error {
 	bad := func(key, format string, a ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, a...)))
 	}
+	validateTargets("targets", c.Targets, base, home, bad)
+	c.validateTenants(base, home, bad)
+	c.validateAuth(bad)
+	l := c.Limits
+	if l.IdleTimeout < 0 || l.MaxLifetime < 0 || l.CommandTimeout < 0 || l.KeepaliveInterval < 0 {
+		bad("limits", "durations must be positive")
+	}
+	if l.InlineOutputBytes != 0 && l.InlineOutputBytes < 1024 {
+		bad("limits.inlineOutputBytes", "must be 0 (no bound) or at least 1024, got %d", l.InlineOutputBytes)
+	}
+	if c.Audit.OnFailure != AuditRefuse && c.Audit.OnFailure != AuditContinue {
+		bad("audit.onFailure", "must be refuse or continue, got %q", c.Audit.OnFailure)
+	}
+	for i, h := range c.Web.PublicHosts {
+		if h == "" || strings.ContainsAny(h, "/:@ ") {
+			bad(fmt.Sprintf("web.publicHosts[%d]", i), "must be a bare host name, got %q", h)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validateTargets checks one list of targets (top-level or a tenant's) and
+// resolves their paths; prefix is the list's key for messages.
+func validateTargets(prefix string, ts []Target, base, home string, bad func(key, format string, a ...any)) {
 	seen := map[string]bool{}
-	for i := range c.Targets {
-		t := &c.Targets[i]
-		k := fmt.Sprintf("targets[%d]", i)
+	for i := range ts {
+		t := &ts[i]
+		k := fmt.Sprintf("%s[%d]", prefix, i)
 		switch {
 		case t.Name == "":
 			bad(k+".name", "is required")
@@ -231,8 +340,14 @@ func (c *Config) validate(base, home string) error {
 			if t.Port < 1 || t.Port > 65535 {
 				bad(k+".port", "must be 1-65535, got %d", t.Port)
 			}
-			if t.KeyFile == "" && !t.UseAgent {
-				bad(k, "needs keyFile or useAgent: true (passwords are not stored in config)")
+			if t.KeyFile == "" && !t.UseAgent && t.PasswordFile == "" {
+				bad(k, "needs keyFile, useAgent: true or passwordFile (passwords are not written in tandem.yaml)")
+			}
+			if t.PasswordFile != "" {
+				t.PasswordFile = resolve(t.PasswordFile, base, home)
+				if _, err := os.Stat(t.PasswordFile); err != nil {
+					bad(k+".passwordFile", "%q cannot be read: %v", t.PasswordFile, err)
+				}
 			}
 			if t.KeyFile != "" {
 				t.KeyFile = resolve(t.KeyFile, base, home)
@@ -247,22 +362,106 @@ func (c *Config) validate(base, home string) error {
 			bad(k+".kind", "must be local or ssh, got %q", t.Kind)
 		}
 	}
-	l := c.Limits
-	if l.IdleTimeout < 0 || l.MaxLifetime < 0 || l.CommandTimeout < 0 || l.KeepaliveInterval < 0 {
-		bad("limits", "durations must be positive")
+}
+
+func (c *Config) validateTenants(base, home string, bad func(key, format string, a ...any)) {
+	if len(c.Tenants) > 0 && len(c.Targets) > 0 {
+		bad("targets", "cannot be used with tenants; move each target under its tenant's targets")
 	}
-	if l.InlineOutputBytes != 0 && l.InlineOutputBytes < 1024 {
-		bad("limits.inlineOutputBytes", "must be 0 (no bound) or at least 1024, got %d", l.InlineOutputBytes)
-	}
-	if c.Audit.OnFailure != AuditRefuse && c.Audit.OnFailure != AuditContinue {
-		bad("audit.onFailure", "must be refuse or continue, got %q", c.Audit.OnFailure)
-	}
-	for i, h := range c.Web.PublicHosts {
-		if h == "" || strings.ContainsAny(h, "/:@ ") {
-			bad(fmt.Sprintf("web.publicHosts[%d]", i), "must be a bare host name, got %q", h)
+	seen := map[string]bool{}
+	type owned struct{ tenant, key, path string }
+	var locals []owned
+	for i := range c.Tenants {
+		tn := &c.Tenants[i]
+		k := fmt.Sprintf("tenants[%d]", i)
+		switch {
+		case tn.Name == "":
+			bad(k+".name", "is required")
+		case !nameOK(tn.Name):
+			bad(k+".name", "%q must be letters, digits, '.', '_' or '-' (at most 64)", tn.Name)
+		case seen[tn.Name]:
+			bad(k+".name", "%q is used by an earlier tenant", tn.Name)
+		}
+		seen[tn.Name] = true
+		validateTargets(k+".targets", tn.Targets, base, home, bad)
+		for j, t := range tn.Targets {
+			if t.Kind == "local" && t.Workspace != "" {
+				locals = append(locals, owned{tn.Name, fmt.Sprintf("%s.targets[%d].workspace", k, j), t.Workspace})
+			}
+		}
+		ws := map[string]bool{}
+		for j, w := range tn.Workspaces {
+			wk := fmt.Sprintf("%s.workspaces[%d]", k, j)
+			switch {
+			case w.Name == "":
+				bad(wk+".name", "is required")
+			case ws[w.Name]:
+				bad(wk+".name", "%q is used by an earlier workspace of tenant %q", w.Name, tn.Name)
+			}
+			ws[w.Name] = true
+			if len(w.Targets) == 0 {
+				bad(wk+".targets", "names no target")
+			}
+			for n, name := range w.Targets {
+				if _, ok := tn.Target(name); !ok {
+					bad(fmt.Sprintf("%s.targets[%d]", wk, n), "%q is not a target of tenant %q", name, tn.Name)
+				}
+			}
 		}
 	}
-	return errors.Join(errs...)
+	// One tenant's local workspace must not lie inside another's: the
+	// sandbox grant of one would reach the other's files.
+	for i, a := range locals {
+		for _, b := range locals[i+1:] {
+			if a.tenant != b.tenant && (within(a.path, b.path) || within(b.path, a.path)) {
+				bad(b.key, "%q overlaps %q of tenant %q (%s); tenants' workspaces must be separate directories", b.path, a.path, a.tenant, a.key)
+			}
+		}
+	}
+}
+
+func (c *Config) validateAuth(bad func(key, format string, a ...any)) {
+	if c.Auth.MaxTTL < 0 {
+		bad("auth.maxTTL", "must be positive")
+	}
+	seen := map[string]bool{c.Auth.Issuer: true}
+	for i, is := range c.Auth.Issuers {
+		k := fmt.Sprintf("auth.issuers[%d]", i)
+		switch {
+		case is.Issuer == "":
+			bad(k+".issuer", "is required")
+		case seen[is.Issuer]:
+			bad(k+".issuer", "%q is used by tandem's own tokens or an earlier issuer", is.Issuer)
+		}
+		seen[is.Issuer] = true
+		if (is.JWKSURL == "") == (len(is.PublicKeys) == 0) {
+			bad(k, "needs exactly one of jwksUrl and publicKeys")
+		}
+		if is.JWKSURL != "" && !strings.HasPrefix(is.JWKSURL, "https://") && !strings.HasPrefix(is.JWKSURL, "http://127.0.0.1") && !strings.HasPrefix(is.JWKSURL, "http://localhost") && !strings.HasPrefix(is.JWKSURL, "http://[::1]") {
+			bad(k+".jwksUrl", "must be https:// (plain http only on loopback), got %q", is.JWKSURL)
+		}
+		if is.Audience == "" {
+			bad(k+".audience", "is required: the aud this issuer's tokens carry for this server")
+		}
+	}
+}
+
+func nameOK(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// within reports whether path p is dir or inside it.
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 func resolve(p, base, home string) string {
@@ -280,12 +479,73 @@ func resolve(p, base, home string) string {
 
 // Target returns the target named name.
 func (c *Config) Target(name string) (Target, bool) {
-	for _, t := range c.Targets {
+	return findTarget(c.Targets, name)
+}
+
+// Target returns the tenant's target named name.
+func (tn *Tenant) Target(name string) (Target, bool) {
+	return findTarget(tn.Targets, name)
+}
+
+func findTarget(ts []Target, name string) (Target, bool) {
+	for _, t := range ts {
 		if t.Name == name {
 			return t, true
 		}
 	}
 	return Target{}, false
+}
+
+// Tenant returns the tenant named name: a configured one, or, without
+// tenants:, the default tenant that the top-level targets form.
+func (c *Config) Tenant(name string) (*Tenant, bool) {
+	if len(c.Tenants) == 0 {
+		if name != DefaultTenant {
+			return nil, false
+		}
+		all := make([]string, 0, len(c.Targets))
+		for _, t := range c.Targets {
+			all = append(all, t.Name)
+		}
+		return &Tenant{Name: DefaultTenant, Targets: c.Targets, AllowAdHoc: c.AdHocAllowed(false),
+			Workspaces: []Workspace{{Name: DefaultTenant, Targets: all}}}, true
+	}
+	for i := range c.Tenants {
+		if c.Tenants[i].Name == name {
+			return &c.Tenants[i], true
+		}
+	}
+	return nil, false
+}
+
+// InScope returns the names of the tenant's targets that a claim for
+// workspace may reach: the workspace's targets, or all of them when the
+// claim names no workspace. ok is false for a workspace that does not exist.
+func (tn *Tenant) InScope(workspace string) (names []string, ok bool) {
+	if workspace == "" {
+		for _, t := range tn.Targets {
+			names = append(names, t.Name)
+		}
+		return names, true
+	}
+	for _, w := range tn.Workspaces {
+		if w.Name == workspace {
+			return w.Targets, true
+		}
+	}
+	return nil, false
+}
+
+// Exists checks that a claim's tenant and workspace are configured.
+func (c *Config) Exists(tenant, workspace string) error {
+	tn, ok := c.Tenant(tenant)
+	if !ok {
+		return fmt.Errorf("tenant %q is not configured", tenant)
+	}
+	if _, ok := tn.InScope(workspace); !ok {
+		return fmt.Errorf("workspace %q is not configured for tenant %q", workspace, tenant)
+	}
+	return nil
 }
 
 // AdHocAllowed says whether ssh_connect may take host parameters, given

@@ -21,7 +21,7 @@ func TestParseErrors(t *testing.T) {
 		{"no such workspace", "targets:\n  - name: a\n    kind: local\n    workspace: /nope/nope\n", `targets[0].workspace: "/nope/nope" is not an existing directory`},
 		{"duplicate", "targets:\n  - {name: a, kind: local, workspace: .}\n  - {name: a, kind: local, workspace: .}\n", `targets[1].name: "a" is used`},
 		{"ssh port", "targets:\n  - {name: s, kind: ssh, host: h, user: u, port: 70000, keyFile: k}\n", "targets[0].port: must be 1-65535"},
-		{"ssh auth", "targets:\n  - {name: s, kind: ssh, host: h, user: u}\n", "needs keyFile or useAgent"},
+		{"ssh auth", "targets:\n  - {name: s, kind: ssh, host: h, user: u}\n", "needs keyFile, useAgent: true or passwordFile"},
 		{"policy", "targets:\n  - {name: s, kind: ssh, host: h, user: u, keyFile: k, hostKeyPolicy: yolo}\n", "hostKeyPolicy: must be strict or accept-new"},
 		{"duration", "limits:\n  idleTimeout: soon\n", `"soon" is not a duration`},
 		{"sandbox", "targets:\n  - {name: a, kind: local, workspace: ., sandbox: docker}\n", "sandbox: must be landlock or none"},
@@ -103,5 +103,81 @@ func TestInlineBudget(t *testing.T) {
 	}
 	if d := config.Default("/"); d.Limits.InlineOutputBytes != config.DefaultInlineOutputBytes {
 		t.Errorf("embedded default budget %d", d.Limits.InlineOutputBytes)
+	}
+}
+
+func TestTenantErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"a", "a/inner", "b"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"both", "targets: [{name: x, kind: local, workspace: a}]\ntenants: [{name: t1}]\n", "targets: cannot be used with tenants"},
+		{"tenant name", "tenants: [{name: 'a b'}]\n", `tenants[0].name: "a b" must be letters`},
+		{"duplicate tenant", "tenants: [{name: t1}, {name: t1}]\n", `tenants[1].name: "t1" is used`},
+		{"tenant target", "tenants: [{name: t1, targets: [{name: x, kind: local}]}]\n", "tenants[0].targets[0].workspace: is required"},
+		{"workspace target", "tenants: [{name: t1, targets: [{name: x, kind: local, workspace: a}], workspaces: [{name: w, targets: [y]}]}]\n", `tenants[0].workspaces[0].targets[0]: "y" is not a target of tenant "t1"`},
+		{"empty workspace", "tenants: [{name: t1, workspaces: [{name: w}]}]\n", "tenants[0].workspaces[0].targets: names no target"},
+		{"overlap", "tenants:\n  - {name: t1, targets: [{name: x, kind: local, workspace: a}]}\n  - {name: t2, targets: [{name: x, kind: local, workspace: a/inner}]}\n", "tenants[1].targets[0].workspace"},
+		{"issuer keys", "auth: {issuers: [{issuer: idp, audience: me}]}\n", "auth.issuers[0]: needs exactly one of jwksUrl and publicKeys"},
+		{"issuer http", "auth: {issuers: [{issuer: idp, audience: me, jwksUrl: 'http://idp.example/jwks'}]}\n", "auth.issuers[0].jwksUrl: must be https://"},
+		{"issuer audience", "auth: {issuers: [{issuer: idp, jwksUrl: 'https://idp.example/jwks'}]}\n", "auth.issuers[0].audience: is required"},
+		{"issuer clash", "auth: {issuers: [{issuer: tandem, audience: me, jwksUrl: 'https://idp.example/jwks'}]}\n", `auth.issuers[0].issuer: "tandem" is used`},
+		{"password file", "tenants: [{name: t1, targets: [{name: s, kind: ssh, host: h, user: u, passwordFile: nope}]}]\n", "tenants[0].targets[0].passwordFile"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Parse([]byte(tc.yaml), dir, "/home/x")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestTenantScope(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"a", "b"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	y := "tenants:\n" +
+		"  - name: acme\n    targets: [{name: build, kind: local, workspace: a}, {name: prod, kind: ssh, host: h, user: u, keyFile: k}]\n" +
+		"    workspaces: [{name: ci, targets: [build]}]\n" +
+		"  - name: beta\n    targets: [{name: build, kind: local, workspace: b}]\n"
+	c, err := config.Parse([]byte(y), dir, "/home/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme, ok := c.Tenant("acme")
+	if !ok {
+		t.Fatal("acme missing")
+	}
+	if got, ok := acme.InScope("ci"); !ok || strings.Join(got, ",") != "build" {
+		t.Errorf("ci scope = %v %v", got, ok)
+	}
+	if got, ok := acme.InScope(""); !ok || strings.Join(got, ",") != "build,prod" {
+		t.Errorf("no-workspace scope = %v %v", got, ok)
+	}
+	for _, tc := range []struct{ tenant, wsp string }{{"nope", ""}, {"acme", "nope"}, {"beta", "ci"}} {
+		if err := c.Exists(tc.tenant, tc.wsp); err == nil {
+			t.Errorf("Exists(%q, %q) passed", tc.tenant, tc.wsp)
+		}
+	}
+	if err := c.Exists("beta", ""); err != nil {
+		t.Error(err)
+	}
+	if _, ok := c.Tenant(config.DefaultTenant); ok {
+		t.Error("a default tenant exists beside configured tenants")
+	}
+	d := config.Default(filepath.Join(dir, "a"))
+	tn, ok := d.Tenant(config.DefaultTenant)
+	if !ok || len(tn.Targets) != 1 || tn.AllowAdHoc {
+		t.Errorf("default tenant = %+v %v", tn, ok)
 	}
 }

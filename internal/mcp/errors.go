@@ -35,6 +35,8 @@ const (
 	codeAuditUnavailable   = "audit_unavailable"
 	codeCancelled          = "cancelled"
 	codeInternal           = "internal_error"
+	codeToolNotAllowed     = "tool_not_allowed"
+	codeUnauthenticated    = "unauthenticated"
 )
 
 // tokenHint shows the call format every session tool needs (seed AC5.4).
@@ -106,6 +108,8 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 		return fail(codeUnknownTarget, err.Error()+".", nil)
 	case errors.Is(err, target.ErrAdHocRefused):
 		return fail(codeAdHocRefused, "This server only connects to configured targets. Pass \"target\" with one of the names it lists instead of host parameters.", nil)
+	case errors.Is(err, target.ErrCredentials):
+		return fail(codeAuthFailed, err.Error()+".", nil)
 	case errors.Is(err, target.ErrSandboxUnavailable):
 		return fail(codeSandboxUnavailable, err.Error()+".", nil)
 	case errors.Is(err, session.ErrConnect):

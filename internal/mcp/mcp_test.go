@@ -111,10 +111,13 @@ func TestIsolationOneServer(t *testing.T) {
 	a, b := f.client(t), f.client(t)
 	sa, sb := connect(t, a, "alpha"), connect(t, b, "beta")
 	mcptest.AssertIsolated(t, a, b, sa, sb)
-	// Same name in the same tenant is refused without touching the original.
-	mcptest.WantError(t, b.Call(t, "ssh_connect", map[string]any{"name": "alpha"}), "session_exists")
-	if r := mcptest.Result(t, exec(t, a, sa, "echo ok")); r["stdout"] != "ok\n" {
-		t.Errorf("alpha after a name clash: %v", r)
+	// Names are per caller: b's own "alpha" tells b nothing of a's, and
+	// touches nothing of it; a second "alpha" of a's own is refused.
+	sb2 := connect(t, b, "alpha")
+	mcptest.WantError(t, a.Call(t, "ssh_connect", map[string]any{"name": "alpha"}), "session_exists")
+	mcptest.MustOK(t, exec(t, b, sb2, "cd / && export WHO=b"))
+	if r := mcptest.Result(t, exec(t, a, sa, "echo ok $WHO; pwd")); r["stdout"] == "ok b\n/\n" || r["stdout"] != "ok\n"+mcptest.Str(r["cwd"])+"\n" {
+		t.Errorf("a's alpha after b made its own: %v", r)
 	}
 }
 

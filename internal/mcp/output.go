@@ -105,5 +105,9 @@ func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 			res, err = nil, fmt.Errorf("internal_error: tandem hit an internal error reading %s; nothing else was affected", req.Params.URI)
 		}
 	}()
-	return s.outputs.read(s.caller(req.Session), req.Params.URI)
+	c, _, err := s.identify(req.Session, req.Extra)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", codeUnauthenticated, err)
+	}
+	return s.outputs.read(c, req.Params.URI)
 }

@@ -11,8 +11,6 @@ package mcp
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"runtime/debug"
@@ -22,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tandem-sh/tandem/internal/audit"
+	"github.com/tandem-sh/tandem/internal/claim"
 	"github.com/tandem-sh/tandem/internal/session"
 	"github.com/tandem-sh/tandem/internal/target"
 )
@@ -47,9 +46,13 @@ type Auditor interface {
 
 // Targets resolves where a new session runs.
 type Targets interface {
-	DefaultName() (string, error)
-	Named(name string) (session.Target, error)
-	AdHoc(p target.SSH) (session.Target, error)
+	// DefaultName is the target of a connect that names none, for a caller
+	// of tenant whose claim names workspace ("" over stdio).
+	DefaultName(tenant, workspace string) (string, error)
+	// Named resolves a target in the caller's scope; outside it, the error
+	// is the one for a target that does not exist.
+	Named(tenant, workspace, name string) (session.Target, error)
+	AdHoc(tenant string, p target.SSH) (session.Target, error)
 }
 
 // Deps are the collaborators and limits of a Server.
@@ -64,8 +67,11 @@ type Deps struct {
 	AuditContinue bool
 	// MonitorURL turns a session's capability key into its browser URL.
 	MonitorURL func(key string) string
-	// Tenant names the tenant of every caller (one per server for now).
+	// Tenant names the tenant of stdio callers.
 	Tenant string
+	// RequireClaims refuses every call that carries no verified claim: set
+	// in HTTP mode, where the claim is the only identity.
+	RequireClaims bool
 	// CommandTimeout is ssh_exec's default timeout.
 	CommandTimeout time.Duration
 	// InlineOutputBytes bounds the JSON size of all output inline in one
@@ -85,6 +91,7 @@ type Deps struct {
 type Server struct {
 	deps    Deps
 	log     *slog.Logger
+	sdkLog  *slog.Logger // the SDK's: warnings and errors only
 	srv     *mcp.Server
 	outputs *outputs
 
@@ -103,13 +110,34 @@ func New(d Deps) *Server {
 		s.deps.Tenant = "default"
 	}
 	s.outputs = &outputs{m: map[string]storedOutput{}}
+	s.sdkLog = slog.New(quieter{s.log.Handler(), slog.LevelWarn})
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "tandem", Version: d.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
-		Logger:       s.log,
+		// The SDK logs every connection at info: in HTTP mode that is every
+		// request. Its warnings and errors still show.
+		Logger: s.sdkLog,
 	})
-	s.srv.AddReceivingMiddleware(s.encodeOnce)
+	s.srv.AddReceivingMiddleware(s.encodeOnce, onlyAllowedTools)
 	s.register()
 	return s
+}
+
+// quieter passes on records at min or above only.
+type quieter struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (q quieter) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= q.min && q.Handler.Enabled(ctx, l)
+}
+
+func (q quieter) WithAttrs(as []slog.Attr) slog.Handler {
+	return quieter{q.Handler.WithAttrs(as), q.min}
+}
+
+func (q quieter) WithGroup(name string) slog.Handler {
+	return quieter{q.Handler.WithGroup(name), q.min}
 }
 
 const instructions = `tandem gives you shell sessions that a human can watch and type into. ` +
@@ -127,34 +155,11 @@ func (s *Server) heartbeat() time.Duration {
 // MCP returns the underlying go-sdk server, to run on a transport.
 func (s *Server) MCP() *mcp.Server { return s.srv }
 
-// caller identifies the connection a request came in on. Each connection
-// gets a random identity on first use, forgotten (and its sessions ended)
-// when it closes, so identities are never reused.
-func (s *Server) caller(ss *mcp.ServerSession) session.Caller {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	id, ok := s.callers[ss]
-	if !ok {
-		b := make([]byte, 16)
-		_, _ = rand.Read(b)
-		id = "conn-" + hex.EncodeToString(b)
-		s.callers[ss] = id
-		go s.forget(ss, id)
-	}
-	return session.Caller{Tenant: s.deps.Tenant, ID: id}
-}
-
-func (s *Server) forget(ss *mcp.ServerSession, id string) {
-	_ = ss.Wait()
-	s.mu.Lock()
-	delete(s.callers, ss)
-	s.mu.Unlock()
-	s.deps.Sessions.EndOwner(session.Caller{Tenant: s.deps.Tenant, ID: id})
-}
-
 // call is what one tool call learns about itself for its audit record.
 type call struct {
 	req       *mcp.CallToolRequest
+	claims    *claim.Claims // nil over stdio
+	workspace string        // the local session's directory, if any
 	sessionID string
 	session   string
 	target    string
@@ -194,7 +199,7 @@ func callFrom(ctx context.Context) *call {
 // noteSession records which session a call touched.
 func noteSession(ctx context.Context, sess *session.Session) {
 	c := callFrom(ctx)
-	c.sessionID, c.session, c.target = sess.ID, sess.Name, sess.Target.Name
+	c.sessionID, c.session, c.target, c.workspace = sess.ID, sess.Name, sess.Target.Name, sess.Target.Workspace
 }
 
 // handler adapts one tool: decode, run, audit, render. The audit record is
@@ -202,8 +207,8 @@ func noteSession(ctx context.Context, sess *session.Session) {
 func handler[A any](s *Server, name string, run func(ctx context.Context, c session.Caller, a A) (reply, error)) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
 		start := time.Now()
-		c := s.caller(req.Session)
-		info := &call{req: req}
+		c, claims, idErr := s.identify(req.Session, req.Extra)
+		info := &call{req: req, claims: claims}
 		ctx = context.WithValue(ctx, callKey{}, info)
 		var r reply
 		defer func() {
@@ -214,6 +219,14 @@ func handler[A any](s *Server, name string, run func(ctx context.Context, c sess
 			s.audit(ctx, c, name, info, r, start)
 			res, err = result(r), nil
 		}()
+		switch {
+		case idErr != nil:
+			r = fail(codeUnauthenticated, "This call carries no verified claim; send your bearer token in the Authorization header.", nil).reply()
+			return
+		case claims != nil && !claims.Allows(name):
+			r = fail(codeToolNotAllowed, "Your token does not allow "+name+". Ask whoever issued it for a token whose tools include it.", reply{"tool": name}).reply()
+			return
+		}
 		var a A
 		if decodeErr := decodeArgs(req.Params.Arguments, &a); decodeErr != nil {
 			r = s.failure(c, decodeErr).reply()
@@ -273,6 +286,11 @@ func (s *Server) audit(ctx context.Context, c session.Caller, tool string, info 
 		Time: start, Tenant: c.Tenant, Actor: c.ID, SessionID: info.sessionID, SessionName: info.session,
 		Target: info.target, Tool: tool, Event: event, Args: args, Outcome: outcome,
 		ExitCode: info.exit, DurationMs: time.Since(start).Milliseconds(), Bytes: info.bytes,
+		Workspace: info.workspace,
+	}
+	if cl := info.claims; cl != nil {
+		rec.Actor, rec.SID, rec.JTI, rec.ClaimFingerprint = cl.Actor, cl.SID, cl.JTI, cl.Fingerprint
+		rec.Workspace = scopeDesc(cl.Workspace, info.workspace)
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(max(info.budget, time.Second), auditWaitMax))
 	defer cancel()
@@ -280,6 +298,18 @@ func (s *Server) audit(ctx context.Context, c session.Caller, tool string, info 
 		s.log.Error("audit append failed", "tool", tool, "err", err)
 		r["auditError"] = "this call could not be written to the audit log: " + err.Error()
 	}
+}
+
+// scopeDesc names the resolved workspace in the audit: the claim's
+// workspace name and the directory it resolved to, as far as known.
+func scopeDesc(name, dir string) string {
+	switch {
+	case name == "":
+		return dir
+	case dir == "":
+		return name
+	}
+	return name + ":" + dir
 }
 
 // toolSpec is one tool's metadata: what a client shows and how it may

@@ -67,18 +67,22 @@ func (s *Server) connect(ctx context.Context, c session.Caller, a connectArgs) (
 		if port < 1 || port > 65535 {
 			return nil, invalidArg("port", "must be between 1 and 65535 (leave it out for 22), got %d", port)
 		}
-		t, err = s.deps.Targets.AdHoc(target.SSH{
+		t, err = s.deps.Targets.AdHoc(c.Tenant, target.SSH{
 			Host: a.Host, Port: port, Username: a.Username, Password: a.Password,
 			PrivateKey: a.PrivateKey, KeyFilePath: a.KeyFilePath, Passphrase: a.Passphrase, UseAgent: a.UseAgent,
 		})
 	default:
+		var wsp string
+		if cl := callFrom(ctx).claims; cl != nil {
+			wsp = cl.Workspace
+		}
 		name := a.Target
 		if name == "" {
-			if name, err = s.deps.Targets.DefaultName(); err != nil {
+			if name, err = s.deps.Targets.DefaultName(c.Tenant, wsp); err != nil {
 				return nil, err
 			}
 		}
-		t, err = s.deps.Targets.Named(name)
+		t, err = s.deps.Targets.Named(c.Tenant, wsp, name)
 	}
 	if err != nil {
 		return nil, err

@@ -88,7 +88,12 @@ type Journal interface {
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
-type key struct{ tenant, name string }
+// key names a session: names are per owner, so one caller never learns
+// which names another uses.
+type key struct {
+	owner Caller
+	name  string
+}
 
 // Manager is the registry of live sessions.
 type Manager struct {
@@ -137,7 +142,7 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 	if !nameRE.MatchString(name) {
 		return nil, "", fmt.Errorf("%w: %q must be 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit", ErrInvalidName, name)
 	}
-	k := key{c.Tenant, name}
+	k := key{c, name}
 	m.mu.Lock()
 	if m.sessions[k] != nil || m.reserved[k] {
 		m.mu.Unlock()
@@ -215,7 +220,7 @@ func (m *Manager) watch(s *Session) {
 // Lookup returns the caller's session if the token matches. Every failure
 // that could reveal another caller's session is ErrInvalidToken.
 func (m *Manager) Lookup(c Caller, name, token string) (*Session, error) {
-	k := key{c.Tenant, name}
+	k := key{c, name}
 	m.mu.Lock()
 	s := m.sessions[k]
 	ended := m.ended[k]
@@ -247,7 +252,7 @@ func (m *Manager) Lookup(c Caller, name, token string) (*Session, error) {
 // of this process that has ended, so the output of the command that ended
 // it (an exit, a crash) stays readable. The checks are Lookup's.
 func (m *Manager) LookupOutput(c Caller, name, token string) (*Session, error) {
-	k := key{c.Tenant, name}
+	k := key{c, name}
 	m.mu.Lock()
 	s := m.sessions[k]
 	if s == nil {
@@ -324,7 +329,7 @@ func (m *Manager) Disconnect(s *Session) error {
 // count of ends in progress change together under m.mu, so Shutdown can
 // wait for every end, including one another goroutine started.
 func (m *Manager) end(s *Session, reason string) {
-	k := key{s.caller.Tenant, s.Name}
+	k := key{s.caller, s.Name}
 	m.mu.Lock()
 	s.mu.Lock()
 	claimed := s.endReason == ""

@@ -22,11 +22,16 @@ import (
 	"github.com/tandem-sh/tandem/internal/shell"
 )
 
-// Caller identifies who makes a call: the tenant and the connection (or
-// claim subject) that owns what it creates.
+// Caller identifies who makes a call and owns what it creates. Over stdio
+// it is the connection; in HTTP mode it is (tenant, actor, agent run) from
+// a verified claim. Two callers are the same owner only if every field is
+// equal.
 type Caller struct {
 	Tenant string
-	ID     string
+	// Actor is the claim's subject; empty over stdio.
+	Actor string
+	// ID is the connection (stdio) or the claim's sid (HTTP).
+	ID string
 }
 
 // Target is a resolved place to run a shell.
@@ -42,6 +47,9 @@ type Target struct {
 	Sandbox any
 	// Workspace is a local target's read-write directory.
 	Workspace string
+	// Scope is the claim's workspace name the target was resolved in
+	// (HTTP mode); empty over stdio.
+	Scope string
 }
 
 // Status values reported for sessions.

@@ -9,7 +9,7 @@ import (
 )
 
 const auditCols = `seq, time, tenant, actor, claim_fingerprint, jti, session_id, session_name, target, tool,
-	event, args, outcome, reason, exit_code, duration_ms, bytes, approval_id, prev_hash, hash`
+	event, args, outcome, reason, exit_code, duration_ms, bytes, approval_id, sid, workspace, hash_version, prev_hash, hash`
 
 // AppendAudit implements [Store]. The head is read and the record inserted
 // under one BEGIN IMMEDIATE, so no other process can append in between.
@@ -29,10 +29,11 @@ func (s *SQLite) AppendAudit(ctx context.Context, build func(head AuditHead) (Au
 		}
 		rec.Time = rec.Time.UTC()
 		_, err = tx.ExecContext(ctx, `INSERT INTO audit (`+auditCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			rec.Seq, fmtTime(rec.Time), rec.Tenant, rec.Actor, rec.ClaimFingerprint, rec.JTI, rec.SessionID,
 			rec.SessionName, rec.Target, rec.Tool, rec.Event, string(rec.Args), rec.Outcome, rec.Reason,
-			nullInt(rec.ExitCode), rec.DurationMs, rec.Bytes, rec.ApprovalID, rec.PrevHash, rec.Hash)
+			nullInt(rec.ExitCode), rec.DurationMs, rec.Bytes, rec.ApprovalID, rec.SID, rec.Workspace, rec.HashVersion,
+			rec.PrevHash, rec.Hash)
 		return err
 	})
 	if err != nil {
@@ -65,15 +66,12 @@ func (s *SQLite) ScanAudit(ctx context.Context, fn func(AuditRecord) error) erro
 }
 
 // TailAudit implements [Store].
-func (s *SQLite) TailAudit(ctx context.Context, n int, sessionName string) ([]AuditRecord, error) {
+func (s *SQLite) TailAudit(ctx context.Context, n int, f AuditFilter) ([]AuditRecord, error) {
 	if n <= 0 {
 		return nil, nil
 	}
-	q, args := `SELECT `+auditCols+` FROM audit ORDER BY seq DESC LIMIT ?`, []any{n}
-	if sessionName != "" {
-		q = `SELECT ` + auditCols + ` FROM audit WHERE session_name = ? ORDER BY seq DESC LIMIT ?`
-		args = []any{sessionName, n}
-	}
+	q, args := `SELECT `+auditCols+` FROM audit WHERE (? = '' OR session_name = ?) AND (? = '' OR tenant = ?) ORDER BY seq DESC LIMIT ?`,
+		[]any{f.SessionName, f.SessionName, f.Tenant, f.Tenant, n}
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store tail audit: %w", err)
@@ -104,7 +102,7 @@ func scanAudit(rows *sql.Rows) (AuditRecord, error) {
 	)
 	if err := rows.Scan(&r.Seq, &t, &r.Tenant, &r.Actor, &r.ClaimFingerprint, &r.JTI, &r.SessionID, &r.SessionName,
 		&r.Target, &r.Tool, &r.Event, &args, &r.Outcome, &r.Reason, &exit, &r.DurationMs, &r.Bytes, &r.ApprovalID,
-		&r.PrevHash, &r.Hash); err != nil {
+		&r.SID, &r.Workspace, &r.HashVersion, &r.PrevHash, &r.Hash); err != nil {
 		return AuditRecord{}, err
 	}
 	var err error

@@ -36,7 +36,7 @@ func TestStoreAuditRows(t *testing.T) {
 	var appended []store.AuditRecord
 	for i, name := range []string{"dev", "ops", "dev", "", "dev", "ops"} {
 		rec, err := log.Append(ctx, store.AuditRecord{
-			Time: t0.Add(time.Duration(i) * time.Second), Actor: "conn-1", SessionName: name, Tool: "ssh_exec",
+			Time: t0.Add(time.Duration(i) * time.Second), Actor: "conn-1", SessionName: name, Tenant: []string{"a", "b"}[i%2], Tool: "ssh_exec",
 			Event: audit.EventToolCall, Args: []byte(fmt.Sprintf(`{"command":"echo %d"}`, i)), Outcome: audit.OutcomeOK,
 			ExitCode: &exit, DurationMs: int64(i), Bytes: 2,
 		})
@@ -56,20 +56,23 @@ func TestStoreAuditRows(t *testing.T) {
 	}
 
 	for _, tc := range []struct {
-		n       int
-		session string
-		want    []int64
+		n               int
+		session, tenant string
+		want            []int64
 	}{
-		{2, "", []int64{5, 6}},
-		{10, "dev", []int64{1, 3, 5}},
-		{2, "dev", []int64{3, 5}},
-		{10, "nope", nil},
-		{0, "", nil},
+		{2, "", "", []int64{5, 6}},
+		{10, "dev", "", []int64{1, 3, 5}},
+		{2, "dev", "", []int64{3, 5}},
+		{10, "nope", "", nil},
+		{0, "", "", nil},
+		{10, "", "b", []int64{2, 4, 6}},
+		{10, "ops", "b", []int64{2, 6}},
+		{10, "dev", "b", nil},
 	} {
-		got, err := st.TailAudit(ctx, tc.n, tc.session)
+		got, err := st.TailAudit(ctx, tc.n, store.AuditFilter{SessionName: tc.session, Tenant: tc.tenant})
 		mustNil(t, err)
 		if fmt.Sprint(seqs(got)) != fmt.Sprint(tc.want) {
-			t.Errorf("TailAudit(%d, %q) = %v; want %v", tc.n, tc.session, seqs(got), tc.want)
+			t.Errorf("TailAudit(%d, %q, %q) = %v; want %v", tc.n, tc.session, tc.tenant, seqs(got), tc.want)
 		}
 	}
 

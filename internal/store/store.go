@@ -64,9 +64,8 @@ type Store interface {
 	// consistent snapshot. An error from fn stops the scan and is returned
 	// as is.
 	ScanAudit(ctx context.Context, fn func(AuditRecord) error) error
-	// TailAudit returns the last n audit records, oldest first; a non-empty
-	// sessionName keeps only that session's records.
-	TailAudit(ctx context.Context, n int, sessionName string) ([]AuditRecord, error)
+	// TailAudit returns the last n audit records that pass f, oldest first.
+	TailAudit(ctx context.Context, n int, f AuditFilter) ([]AuditRecord, error)
 
 	// Close releases the database. Calls after Close fail.
 	Close() error
@@ -181,6 +180,13 @@ type AuditHead struct {
 // AuditRecord is one stored audit record. internal/audit defines what the
 // fields mean and how Hash is computed (audit.Record is this type); the
 // store keeps every field exactly as given, with Time in UTC.
+// AuditFilter narrows [Store.TailAudit]; empty fields match everything.
+type AuditFilter struct {
+	SessionName string
+	Tenant      string
+}
+
+// AuditRecord is one entry of the hash-chained audit log.
 type AuditRecord struct {
 	Seq              int64           `json:"seq"`
 	Time             time.Time       `json:"time"`
@@ -200,6 +206,13 @@ type AuditRecord struct {
 	DurationMs       int64           `json:"durationMs,omitempty"`
 	Bytes            int64           `json:"bytes,omitempty"`
 	ApprovalID       string          `json:"approvalId,omitempty"`
-	PrevHash         string          `json:"prevHash"`
-	Hash             string          `json:"hash"`
+	// SID is the agent run of a claim (HTTP mode).
+	SID string `json:"sid,omitempty"`
+	// Workspace is the claim's workspace and the directory it resolved to.
+	Workspace string `json:"workspace,omitempty"`
+	// HashVersion is the hash encoding the record was written with: 1 for
+	// records before sid and workspace existed, 2 since.
+	HashVersion int    `json:"hashVersion"`
+	PrevHash    string `json:"prevHash"`
+	Hash        string `json:"hash"`
 }

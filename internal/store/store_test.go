@@ -81,7 +81,7 @@ func TestStoreMigrations(t *testing.T) {
 		t.Fatal(err)
 	}
 	st = openStore(t, dir)
-	const latest = 2 // migrations/0002_replays.sql
+	const latest = 3 // migrations/0003_claims.sql
 	if v, err := st.SchemaVersion(ctx); err != nil || v != latest {
 		t.Fatalf("schema version = %d, %v; want %d", v, err, latest)
 	}
@@ -334,5 +334,39 @@ func TestStoreReplays(t *testing.T) {
 	}
 	if err := st.AddReplay(ctx, "nope", other[:], "x"); err == nil {
 		t.Error("a replay for an unknown session was accepted")
+	}
+}
+
+func TestRevokedSharedAcrossHandles(t *testing.T) {
+	ctx := context.Background()
+	path := t.TempDir()
+	a, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	b, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	if err := a.Revoke(ctx, "live", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Revoke(ctx, "live", time.Now().Add(2*time.Hour)); err != nil {
+		t.Fatalf("second revoke of the same jti: %v", err)
+	}
+	if err := a.Revoke(ctx, "gone", time.Now().Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.RevokedJTIs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != "live" {
+		t.Fatalf("revoked = %v, want [live] (an expired token needs no entry)", got)
+	}
+	if err := a.Revoke(ctx, "", time.Now()); err == nil {
+		t.Fatal("empty jti accepted")
 	}
 }

@@ -7,7 +7,9 @@ package target
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +25,8 @@ var (
 	ErrUnknown            = errors.New("unknown target")
 	ErrAdHocRefused       = errors.New("ad-hoc host parameters are not allowed")
 	ErrSandboxUnavailable = errors.New("sandbox unavailable")
+	// ErrCredentials is a configured credential the server cannot load.
+	ErrCredentials = errors.New("target credentials unavailable")
 )
 
 // SSH holds ad-hoc connection parameters as an agent passes them.
@@ -59,41 +63,59 @@ type Resolver struct {
 	Env []string
 	// User is the server's user name, reported for local sessions.
 	User string
-	// Refused maps local targets that must not start sessions to why (their
-	// workspace would expose tandem's own state to the sandbox).
+	// Refused maps local targets that must not start sessions, keyed by
+	// RefusedKey, to why (their workspace would expose tandem's own state to
+	// the sandbox).
 	Refused map[string]string
 }
 
-// DefaultName is the target used when ssh_connect names none: the only
-// configured target, if there is exactly one.
-func (r *Resolver) DefaultName() (string, error) {
-	if len(r.Config.Targets) == 1 {
-		return r.Config.Targets[0].Name, nil
+// RefusedKey keys [Resolver.Refused]: target names are per tenant.
+func RefusedKey(tenant, name string) string { return tenant + "/" + name }
+
+// scope returns the targets a caller of tenant with a claim for workspace
+// may reach. A tenant or workspace that does not exist reaches nothing.
+func (r *Resolver) scope(tenant, workspace string) (*config.Tenant, []string) {
+	tn, ok := r.Config.Tenant(tenant)
+	if !ok {
+		return nil, nil
 	}
-	return "", fmt.Errorf("%w: no target given; choose one of: %s", ErrUnknown, r.names())
+	names, _ := tn.InScope(workspace)
+	return tn, names
 }
 
-func (r *Resolver) names() string {
-	var n []string
-	for _, t := range r.Config.Targets {
-		n = append(n, t.Name)
+// DefaultName is the target used when ssh_connect names none: the only
+// target in the caller's scope, if there is exactly one.
+func (r *Resolver) DefaultName(tenant, workspace string) (string, error) {
+	_, names := r.scope(tenant, workspace)
+	if len(names) == 1 {
+		return names[0], nil
 	}
-	if len(n) == 0 {
+	return "", fmt.Errorf("%w: no target given; choose one of: %s", ErrUnknown, list(names))
+}
+
+func list(names []string) string {
+	if len(names) == 0 {
 		return "(none configured)"
 	}
-	return strings.Join(n, ", ")
+	return strings.Join(names, ", ")
 }
 
-// Named resolves a configured target.
-func (r *Resolver) Named(name string) (session.Target, error) {
-	t, ok := r.Config.Target(name)
+// Named resolves a target of the caller's tenant and workspace. A target
+// outside them gets the same answer as one that does not exist, so that a
+// caller never learns what another tenant has.
+func (r *Resolver) Named(tenant, workspace, name string) (session.Target, error) {
+	tn, names := r.scope(tenant, workspace)
+	t, ok := config.Target{}, false
+	if tn != nil && slices.Contains(names, name) {
+		t, ok = tn.Target(name)
+	}
 	if !ok {
-		return session.Target{}, fmt.Errorf("%w %q: configured targets are %s", ErrUnknown, name, r.names())
+		return session.Target{}, fmt.Errorf("%w %q: the targets you can use are %s", ErrUnknown, name, list(names))
 	}
 	keepalive := time.Duration(r.Config.Limits.KeepaliveInterval)
 	switch t.Kind {
 	case "local":
-		if why, bad := r.Refused[name]; bad {
+		if why, bad := r.Refused[RefusedKey(tenant, name)]; bad {
 			return session.Target{}, fmt.Errorf("%w: %s", ErrSandboxUnavailable, why)
 		}
 		o := &local.Options{
@@ -111,7 +133,7 @@ func (r *Resolver) Named(name string) (session.Target, error) {
 				return session.Target{}, fmt.Errorf("%w: target %q needs Landlock: %v; set sandbox: none on the target to run it unconfined", ErrSandboxUnavailable, name, err)
 			}
 		}
-		t := session.Target{Name: name, Kind: "local", Host: "localhost", Username: r.User, Dialer: o, Workspace: t.Workspace}
+		t := session.Target{Name: name, Kind: "local", Host: "localhost", Username: r.User, Dialer: o, Workspace: t.Workspace, Scope: workspace}
 		if !o.NoSandbox {
 			t.Sandbox = sandbox.Describe(o.Network)
 		}
@@ -121,14 +143,29 @@ func (r *Resolver) Named(name string) (session.Target, error) {
 			Host: t.Host, Port: t.Port, User: t.User, KeyFile: t.KeyFile, UseAgent: t.UseAgent,
 			AgentSocket: r.AgentSocket, HostKeyPolicy: sshconn.HostKeyPolicy(t.HostKeyPolicy), KeepaliveInterval: keepalive,
 		}
+		if t.PasswordFile != "" {
+			pw, err := os.ReadFile(t.PasswordFile)
+			if err != nil {
+				// The path is the server's business; the agent learns only that the credential is missing.
+				return session.Target{}, fmt.Errorf("%w: target %q: its password file cannot be read; ask the operator", ErrCredentials, name)
+			}
+			o.Password = strings.TrimRight(string(pw), "\r\n")
+		}
 		o.KnownHostsFile, o.TrustedKnownHosts = r.knownHosts(t.KnownHosts)
-		return session.Target{Name: name, Kind: "ssh", Host: t.Host, Port: t.Port, Username: t.User, Dialer: o}, nil
+		return session.Target{Name: name, Kind: "ssh", Host: t.Host, Port: t.Port, Username: t.User, Dialer: o, Scope: workspace}, nil
 	}
 }
 
-// AdHoc resolves ad-hoc SSH parameters, if the config allows them.
-func (r *Resolver) AdHoc(p SSH) (session.Target, error) {
-	if !r.Config.AdHocAllowed(r.Stdio) {
+// AdHoc resolves ad-hoc SSH parameters, if the config allows them: over
+// stdio by allowAdHoc (default on), in HTTP mode by the tenant's
+// allowAdHoc (default off).
+func (r *Resolver) AdHoc(tenant string, p SSH) (session.Target, error) {
+	allowed := r.Config.AdHocAllowed(true)
+	if !r.Stdio {
+		tn, ok := r.Config.Tenant(tenant)
+		allowed = ok && tn.AllowAdHoc
+	}
+	if !allowed {
 		return session.Target{}, ErrAdHocRefused
 	}
 	if p.Port == 0 {

@@ -59,6 +59,10 @@ type Options struct {
 	// other Host is refused, which defeats DNS rebinding: a page of another
 	// site whose name was re-pointed at 127.0.0.1 still sends its own name.
 	PublicHosts []string
+	// Routes are further handlers on the same listener, by ServeMux
+	// pattern: /mcp and its OAuth metadata in HTTP mode. The Host check
+	// applies to them too.
+	Routes map[string]http.Handler
 }
 
 // Server serves monitoring pages and their WebSockets for the sessions it
@@ -105,6 +109,9 @@ func New(s Sessions, opts *Options) *Server {
 	mux.Handle("GET /assets/", srv.staticFiles(http.FileServerFS(assets)))
 	mux.HandleFunc("GET /{$}", srv.serveIndex)
 	mux.HandleFunc("/", srv.serveNotFound)
+	for pattern, h := range o.Routes {
+		mux.Handle(pattern, h)
+	}
 	srv.handler = checkHost(o.PublicHosts, secureHeaders(mux))
 	return srv
 }

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/tandem-sh/tandem/internal/claim"
+	"github.com/tandem-sh/tandem/internal/config"
+	"github.com/tandem-sh/tandem/internal/mcp"
+	"github.com/tandem-sh/tandem/internal/web"
+)
+
+// httpMode is what `serve --http` adds to stdio mode: the listener's TLS,
+// the claim verifier and the revocation list. Its zero value is stdio mode.
+type httpMode struct {
+	addr     string
+	tls      *tls.Config
+	insecure bool
+	verifier *claim.Verifier
+	revs     *claim.Revocations
+	log      *slog.Logger
+}
+
+func newHTTPMode(ctx context.Context, f serveFlags, cfg *config.Config, dataDir string, rec *durable, log *slog.Logger) (*httpMode, error) {
+	if f.http == "" {
+		if f.tlsCert != "" || f.tlsKey != "" || f.insecure {
+			return nil, errors.New("--tls-cert, --tls-key and --insecure-http apply with --http only")
+		}
+		return &httpMode{}, nil
+	}
+	h := &httpMode{addr: f.http, insecure: f.insecure, log: log}
+	switch {
+	case (f.tlsCert == "") != (f.tlsKey == ""):
+		return nil, errors.New("--tls-cert and --tls-key go together: pass both, or neither for plain HTTP")
+	case f.tlsCert != "":
+		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		h.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	key, err := claim.LoadOrCreateKey(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("claim key: %w", err)
+	}
+	external, err := externalIssuers(cfg)
+	if err != nil {
+		return nil, err
+	}
+	h.revs = &claim.Revocations{Source: rec.st, Logger: log}
+	if err := h.revs.Refresh(ctx); err != nil {
+		return nil, fmt.Errorf("read revoked tokens: %w", err)
+	}
+	h.verifier = &claim.Verifier{
+		OwnName:     cfg.Auth.Issuer,
+		OwnKeys:     []ed25519.PublicKey{key.Public().(ed25519.PublicKey)},
+		OwnAudience: cfg.Auth.Audience,
+		External:    external,
+		MaxTTL:      time.Duration(cfg.Auth.MaxTTL),
+		Exists:      cfg.Exists,
+		Revoked:     h.revs.Revoked,
+	}
+	return h, nil
+}
+
+// externalIssuers turns auth.issuers into the verifier's form.
+func externalIssuers(cfg *config.Config) ([]claim.ExternalIssuer, error) {
+	var out []claim.ExternalIssuer
+	for i, is := range cfg.Auth.Issuers {
+		e := claim.ExternalIssuer{Issuer: is.Issuer, JWKSURL: is.JWKSURL, Audience: is.Audience,
+			Names: claim.ClaimNames(is.Claims)}
+		for j, p := range is.PublicKeys {
+			k, err := claim.ParsePublicKeyPEM([]byte(p))
+			if err != nil {
+				return nil, fmt.Errorf("config: auth.issuers[%d].publicKeys[%d]: %w", i, j, err)
+			}
+			e.PublicKeys = append(e.PublicKeys, k)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func (h *httpMode) on() bool { return h.addr != "" }
+
+func (h *httpMode) scheme() string {
+	if h.tls != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// listen opens the one listener of the browser pages and, in HTTP mode,
+// /mcp. A non-loopback address serves bearer tokens, so it needs TLS or an
+// explicit --insecure-http.
+func (h *httpMode) listen(ctx context.Context, f serveFlags, log *slog.Logger) (net.Listener, error) {
+	if !h.on() {
+		return web.Listen(ctx, f.web, &web.ListenOptions{Logger: log})
+	}
+	remoteOK := h.tls != nil || h.insecure
+	ln, err := web.Listen(ctx, h.addr, &web.ListenOptions{Logger: log, AllowRemote: remoteOK})
+	if errors.Is(err, web.ErrNotLoopback) {
+		return nil, fmt.Errorf("--http %s is not a loopback address: serve it with --tls-cert and --tls-key, or pass --insecure-http to send bearer tokens in clear text knowingly", h.addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if h.tls != nil {
+		ln = tls.NewListener(ln, h.tls)
+	}
+	return ln, nil
+}
+
+// routes are /mcp and its RFC 9728 metadata, beside the browser pages.
+func (h *httpMode) routes(srv *mcp.Server, base string) map[string]http.Handler {
+	const metaPath = "/.well-known/oauth-protected-resource"
+	mcpH, meta := srv.HTTPHandler(mcp.HTTPOptions{
+		Verify:      h.verifier.Verify,
+		ResourceURL: base + "/mcp",
+		MetadataURL: base + metaPath,
+		OnRefused: func(r *http.Request, err error) {
+			// The reason, never the token.
+			h.log.Warn("bearer token refused", "remote", r.RemoteAddr, "reason", claimReason(err))
+		},
+	})
+	return map[string]http.Handler{"/mcp": mcpH, metaPath: meta, metaPath + "/mcp": meta}
+}
+
+// claimReason is the stable word for why a claim was refused.
+func claimReason(err error) string {
+	var ce *claim.Error
+	if errors.As(err, &ce) {
+		return ce.Reason
+	}
+	return "invalid"
+}
+
+// run keeps revocations fresh until ctx ends: the web listener serves the
+// requests.
+func (h *httpMode) run(ctx context.Context) error {
+	h.revs.Run(ctx)
+	return nil
+}
