@@ -4,6 +4,8 @@
 //
 // Usage: node client.mjs TANDEM-BINARY [TANDEM-ARGS...]
 //        node client.mjs --http ENDPOINT-URL   (bearer token in $TANDEM_TOKEN)
+// With $TANDEM_ROOTS (directories, ':'-separated) the client declares MCP
+// roots and answers roots/list with them.
 //
 // It spawns tandem with the SDK's StdioClientTransport (or, with --http,
 // reaches a running tandem over Streamable HTTP), lists the tools (as
@@ -35,6 +37,7 @@ import { createInterface } from 'node:readline';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const [binary, ...args] = process.argv.slice(2);
 if (!binary) {
@@ -196,7 +199,14 @@ async function handle(req) {
 const sessions = new Map(); // name -> {name, token}
 let lastOutput; // the last full stdout, for codec
 
-const client = new Client({ name: 'tandem-bench-ts', version: '1' });
+const roots = (process.env.TANDEM_ROOTS ?? '').split(':').filter(Boolean);
+const client = new Client({ name: 'tandem-bench-ts', version: '1' },
+  roots.length ? { capabilities: { roots: { listChanged: true } } } : undefined);
+if (roots.length) {
+  client.setRequestHandler(ListRootsRequestSchema, () => ({
+    roots: roots.map((dir) => ({ uri: `file://${dir}`, name: dir })),
+  }));
+}
 const transport = binary === '--http'
   ? new StreamableHTTPClientTransport(new URL(args[0]), {
     requestInit: { headers: { Authorization: `Bearer ${process.env.TANDEM_TOKEN ?? ''}` } },

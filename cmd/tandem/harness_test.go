@@ -42,6 +42,7 @@ func TestMain(m *testing.M) {
 
 // server is one `tandem serve` process and its MCP client.
 type server struct {
+	client  *sdk.Client
 	cs      *sdk.ClientSession
 	cmd     *exec.Cmd
 	home    string
@@ -64,6 +65,8 @@ type serverOpts struct {
 	args []string
 	// progress, if set, receives the client's progress notifications.
 	progress func(*sdk.ProgressNotificationClientRequest)
+	// roots are the client's MCP roots (directories) at connect.
+	roots []string
 }
 
 // startServer spawns the built binary over stdio, the way MCP clients do.
@@ -107,6 +110,10 @@ func startServer(t testing.TB, o serverOpts) *server {
 		copts = &sdk.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) { o.progress(r) }}
 	}
 	client := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "1"}, copts)
+	for _, r := range o.roots {
+		client.AddRoots(&sdk.Root{URI: "file://" + r})
+	}
+	s.client = client
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, err := client.Connect(ctx, &sdk.CommandTransport{Command: cmd, TerminateDuration: 3 * time.Second}, nil)

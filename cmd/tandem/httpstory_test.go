@@ -59,6 +59,10 @@ func TestHTTPCoreStory(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitScreen(t, ctx, func(s string) bool { return strings.Contains(s, "echo out") && promptAfter(s, "err") })
+			owner, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("owner")?.textContent ?? ""`))
+			if err != nil || owner != "default · "+cl.name {
+				t.Errorf("the page names the owner %q (%v), want tenant and actor", owner, err)
+			}
 			typeKeys(t, ctx, "cd .. && echo human-"+cl.name+"\r")
 			waitScreen(t, ctx, func(s string) bool { return promptAfter(s, "human-"+cl.name) })
 			g := wantError(t, exec("pwd"), "user_activity_detected")

@@ -140,6 +140,7 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 			Config: cfg, Stdio: !hm.on(), Self: self, Home: home, AgentSocket: os.Getenv("SSH_AUTH_SOCK"),
 			PinFile: filepath.Join(dataDir, "known_hosts"),
 			RunDir:  runDir, Env: shellEnv(), User: currentUser(), Refused: refused,
+			Implicit: implicitTarget(f, cfg), CheckRoot: func(dir string) error { return checkRoot(dir, home, dataDir, runDir) },
 		},
 		MonitorURL:        func(key string) string { return web.MonitorURL(base, key) },
 		CommandTimeout:    time.Duration(cfg.Limits.CommandTimeout),
@@ -269,6 +270,29 @@ func unsafeWorkspaces(cfg *config.Config, chosen bool, home, dataDir, runDir str
 		}
 	}
 	return refused, nil
+}
+
+// implicitTarget names the local target whose workspace is only tandem's
+// current directory, which the client's MCP roots may replace (stdio).
+func implicitTarget(f serveFlags, cfg *config.Config) string {
+	if f.config != "" || f.workspace != "" || f.http != "" || len(cfg.Targets) != 1 {
+		return ""
+	}
+	return cfg.Targets[0].Name
+}
+
+// checkRoot vets a workspace that the client's MCP roots name, as an
+// implicit one: not a broad directory, and no grant over tandem's state.
+func checkRoot(dir, home, dataDir, runDir string) error {
+	if what := broadWorkspace(dir, home); what != "" {
+		return fmt.Errorf("the client's root %s is %s: a session could change anything in it", dir, what)
+	}
+	for _, own := range []string{dataDir, runDir} {
+		if sandbox.Covers(dir, own) {
+			return fmt.Errorf("the client's root %s holds tandem's own state (%s)", dir, own)
+		}
+	}
+	return nil
 }
 
 // broadWorkspace says why dir is no place to let an agent write everywhere
@@ -404,4 +428,14 @@ func newcomerHint(self string, f serveFlags, cfg *config.Config, refused map[str
 	}
 	return "tandem speaks MCP over stdin/stdout and is meant to be started by an MCP client; add it with: claude mcp add tandem -- " +
 		bin + " serve" + args + " (other clients: see the README). Waiting for MCP messages; Ctrl-D or Ctrl-C quits."
+}
+
+// Owner names the tenant and actor of an HTTP-mode session for the page;
+// a stdio session (no actor) shows none.
+func (t webTerminal) Owner() string {
+	c := t.Session.Caller()
+	if c.Actor == "" {
+		return ""
+	}
+	return c.Tenant + " · " + c.Actor
 }

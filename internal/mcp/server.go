@@ -115,7 +115,8 @@ func New(d Deps) *Server {
 		Instructions: instructions,
 		// The SDK logs every connection at info: in HTTP mode that is every
 		// request. Its warnings and errors still show.
-		Logger: s.sdkLog,
+		Logger:                  s.sdkLog,
+		RootsListChangedHandler: s.rootsChanged,
 	})
 	s.srv.AddReceivingMiddleware(s.encodeOnce, onlyAllowedTools)
 	s.register()
@@ -332,7 +333,7 @@ func (s *Server) register() {
 				"monitoringUrl": typed("string", "The browser URL where a human can watch and type into the session; give it to the human."),
 				"workspace":     typed("string", "A local session's read-write directory."),
 				"sandbox":       sandboxSchema},
-			handler: handler(s, "ssh_connect", s.connect)},
+			handler: s.withRoots(handler(s, "ssh_connect", s.connect))},
 		{name: "ssh_exec", title: "Run a command", in: execSchema, destructive: true,
 			desc:    "Run a command in the session's shared shell (cd, export and venvs persist). Returns stdout, stderr, exitCode, durationMs and cwd; large output comes as head and tail, the rest readable with ssh_read_output. Refused once with user_activity_detected if the human ran commands since your last call.",
 			out:     schema{"result": resultSchema},

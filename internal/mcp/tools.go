@@ -82,6 +82,9 @@ func (s *Server) connect(ctx context.Context, c session.Caller, a connectArgs) (
 				return nil, err
 			}
 		}
+		if cl := callFrom(ctx).claims; cl == nil {
+			s.askRoots(ctx, c, name)
+		}
 		t, err = s.deps.Targets.Named(c.Tenant, wsp, name)
 	}
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/config"
@@ -67,6 +68,65 @@ type Resolver struct {
 	// RefusedKey, to why (their workspace would expose tandem's own state to
 	// the sandbox).
 	Refused map[string]string
+	// Implicit names the local target whose workspace is only tandem's
+	// current directory (no config, no --workspace). Over stdio the
+	// client's MCP roots may choose its workspace instead: the first answer
+	// locks it.
+	Implicit string
+	// CheckRoot vets a workspace the client's roots name; an error refuses
+	// it (the root, a home directory, one holding tandem's data dir).
+	CheckRoot func(dir string) error
+
+	mu   sync.Mutex
+	root *rootChoice // nil until the client's roots were asked
+}
+
+// rootChoice is the locked outcome of the client's first roots answer.
+type rootChoice struct {
+	dir string // the workspace; "" keeps tandem's current directory
+	err error  // why the roots' workspace was refused
+}
+
+// WantsRoot reports whether connecting to target name of tenant should
+// first ask the client for its roots: the target is the implicit one and
+// no answer has locked its workspace yet.
+func (r *Resolver) WantsRoot(tenant, name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.Implicit != "" && tenant == config.DefaultTenant && name == r.Implicit && r.root == nil
+}
+
+// LockRoot takes the client's first roots answer (local paths, in the
+// client's order; none means keep tandem's current directory). Only the
+// first call counts: it returns whether it did, and the workspace then
+// stays, whatever the client says later.
+func (r *Resolver) LockRoot(dirs []string) (locked bool, dir string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.root != nil {
+		return false, r.root.dir, r.root.err
+	}
+	c := &rootChoice{}
+	if len(dirs) > 0 {
+		c.dir = filepath.Clean(dirs[0])
+		if fi, serr := os.Stat(c.dir); serr != nil || !fi.IsDir() {
+			c.err = fmt.Errorf("the client's root %s is not an existing directory", c.dir)
+		} else if r.CheckRoot != nil {
+			c.err = r.CheckRoot(c.dir)
+		}
+	}
+	r.root = c
+	return true, c.dir, c.err
+}
+
+// rooted returns the locked roots workspace of the implicit target.
+func (r *Resolver) rooted(tenant, name string) (*rootChoice, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.root == nil || r.Implicit == "" || tenant != config.DefaultTenant || name != r.Implicit {
+		return nil, false
+	}
+	return r.root, r.root.err != nil || r.root.dir != ""
 }
 
 // RefusedKey keys [Resolver.Refused]: target names are per tenant.
@@ -115,7 +175,12 @@ func (r *Resolver) Named(tenant, workspace, name string) (session.Target, error)
 	keepalive := time.Duration(r.Config.Limits.KeepaliveInterval)
 	switch t.Kind {
 	case "local":
-		if why, bad := r.Refused[RefusedKey(tenant, name)]; bad {
+		if root, ok := r.rooted(tenant, name); ok {
+			if root.err != nil {
+				return session.Target{}, fmt.Errorf("%w: %v; pass --workspace DIR with the project directory", ErrSandboxUnavailable, root.err)
+			}
+			t.Workspace = root.dir
+		} else if why, bad := r.Refused[RefusedKey(tenant, name)]; bad {
 			return session.Target{}, fmt.Errorf("%w: %s", ErrSandboxUnavailable, why)
 		}
 		o := &local.Options{

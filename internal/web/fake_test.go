@@ -20,7 +20,8 @@ const scrollback = "previous output\r\n"
 // fakeTerm is an in-memory echo terminal: input comes back as output, and it
 // records every input and resize.
 type fakeTerm struct {
-	name string
+	name  string
+	owner string
 
 	mu       sync.Mutex
 	out      []byte
@@ -44,6 +45,8 @@ func newFakeTerm(name string) *fakeTerm {
 }
 
 func (f *fakeTerm) Name() string { return f.name }
+
+func (f *fakeTerm) Owner() string { return f.owner }
 
 func (f *fakeTerm) Watch(ctx context.Context, fn func(p []byte) error) error {
 	f.update(func() { f.watchers++ })

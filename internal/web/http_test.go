@@ -20,7 +20,9 @@ func body(t *testing.T, resp *http.Response) string {
 
 func TestPage(t *testing.T) {
 	const name = `<img src=x onerror=alert(1)>`
-	base := startServer(t, sessions{testKey: newFakeTerm(name)})
+	term := newFakeTerm(name)
+	term.owner = `acme · <b onmouseover=x>mallory</b>` // an actor name is the token issuer's text, not tandem's
+	base := startServer(t, sessions{testKey: term})
 	resp := get(t, web.MonitorURL(base, testKey))
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status = %d, want 200", resp.StatusCode)
@@ -43,6 +45,9 @@ func TestPage(t *testing.T) {
 	}
 	page := body(t, resp)
 	checkPageSafe(t, page, name)
+	if strings.Contains(page, "<b onmouseover") || !strings.Contains(page, `acme · &lt;b onmouseover=x&gt;mallory&lt;/b&gt;`) {
+		t.Errorf("page does not show the owner escaped:\n%s", page)
+	}
 }
 
 func TestNotFoundRevealsNothing(t *testing.T) {

@@ -85,7 +85,7 @@ func (s *Server) staticFiles(files http.Handler) http.Handler {
 func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
 	if t, ok := s.sessions.Terminal(key); ok {
-		s.render(w, http.StatusOK, "terminal.html", struct{ Name string }{t.Name()})
+		s.render(w, http.StatusOK, "terminal.html", struct{ Name, Owner string }{t.Name(), t.Owner()})
 		return
 	}
 	if name, _, ok := s.recording(key); ok {

@@ -19,6 +19,9 @@ import (
 type Terminal interface {
 	// Name is shown in the page header and title, escaped. Display only.
 	Name() string
+	// Owner says whose agent runs the session ("tenant · actor"), shown
+	// escaped beside the name; "" shows nothing (stdio mode).
+	Owner() string
 	// Watch sends the scrollback, then live output, to fn until ctx ends or
 	// the session ends (returns nil then). fn is called from one goroutine at
 	// a time; an error from fn ends Watch with that error.
