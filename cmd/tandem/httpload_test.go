@@ -121,4 +121,9 @@ func TestHTTPLoad(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "audit chain intact") {
 		t.Errorf("audit verify: %v %s", err, out)
 	}
+	var tokens []string
+	for _, wk := range workers {
+		tokens = append(tokens, wk.token)
+	}
+	assertNoToken(t, s, tokens...)
 }

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 MCP roots are deprecated by SEP-2577 (2026-07-28) but still work, and stdio clients on 2025-11-25 use them to name the workspace.
+
 package mcp
 
 import (

@@ -116,6 +116,7 @@ func New(d Deps) *Server {
 		// The SDK logs every connection at info: in HTTP mode that is every
 		// request. Its warnings and errors still show.
 		Logger:                  s.sdkLog,
+		//lint:ignore SA1019 roots still work through SEP-2577's deprecation window; see roots.go.
 		RootsListChangedHandler: s.rootsChanged,
 	})
 	s.srv.AddReceivingMiddleware(s.encodeOnce, onlyAllowedTools)
