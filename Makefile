@@ -27,10 +27,13 @@ lint:
 
 # Latency against the floor (one persistent x/crypto/ssh connection, an exec
 # channel per command, same sshd and user), with the go-sdk client and with
-# the TypeScript SDK's (bench/client.mjs, needs Node 20+), then heap figures.
+# the TypeScript SDK's (bench/client.mjs, needs Node 20+) and local calls over
+# HTTP beside stdio; idle HTTP sessions' RSS, the per-request claim check, then
+# heap figures.
 bench:
 	cd bench && npm ci --no-audit --no-fund
-	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS' -benchtime 1x ./cmd/tandem/
+	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS|BenchmarkIdleSessionsRSS' -benchtime 1x ./cmd/tandem/
+	$(GO) test -run '^$$' -bench 'BenchmarkVerify(Cached|Uncached)$$' ./internal/claim/
 	$(GO) test -run '^$$' -bench 'BenchmarkHeap' -benchtime 1x ./internal/mcp/
 	$(GO) test -run '^$$' -bench 'BenchmarkEncodeResult' ./internal/mcp/
 	$(GO) test -run '^$$' -bench 'BenchmarkAuditedCalls' -benchtime 10000x ./internal/mcp/
@@ -46,6 +49,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzStdioLines -fuzztime 30s ./internal/mcp/
 	$(GO) test -run '^$$' -fuzz FuzzPlan -fuzztime 30s ./internal/mcp/
 	$(GO) test -run '^$$' -fuzz FuzzOutput -fuzztime 30s ./internal/recording/
+	$(GO) test -run '^$$' -fuzz FuzzVerify -fuzztime 30s ./internal/claim/
 
 # Test dependencies on Debian/Ubuntu (run as root).
 deps:

@@ -170,6 +170,22 @@ function codec() {
   return { ms, bytes: Buffer.byteLength(lastOutput) };
 }
 
+/** fetchFloor is the HTTP column's client floor: one POST with node's own
+ * fetch (what the SDK's HTTP transport uses) to a handler that answers at
+ * once, body read to the end. */
+async function fetchFloor(url) {
+  const t0 = performance.now();
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' },
+    body: '{"jsonrpc":"2.0","id":1,"method":"ping"}',
+  });
+  const body = await res.text();
+  const ms = performance.now() - t0;
+  if (!res.ok) throw new Error(`fetch ${url}: ${res.status}`);
+  return { ms, bytes: Buffer.byteLength(body) };
+}
+
 /** handle serves one request line. */
 async function handle(req) {
   switch (req.op) {
@@ -185,6 +201,8 @@ async function handle(req) {
       return spawnBash(req.command);
     case 'codec':
       return codec();
+    case 'fetch':
+      return fetchFloor(req.url);
     case 'call': {
       const t0 = performance.now();
       const res = await client.callTool({ name: req.tool, arguments: req.args ?? {} });

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -329,6 +331,8 @@ type tsRow struct {
 	target       float64 // ratio of the TS client to the baseline, p50
 	ts, gosdk    latencies
 	base         latencies
+	// goBase, if set, is the go-sdk's own baseline; else base is both's.
+	goBase latencies
 }
 
 // BenchmarkTSClient is the TypeScript-SDK column of `make bench`: what an
@@ -340,6 +344,13 @@ type tsRow struct {
 // same sshd and light user); on the local sandbox it is node spawning
 // `bash --noprofile --norc -c` itself. "Full delivery" is the reply plus
 // reading the whole stdout back when the reply holds only part of it.
+//
+// "local echo hello HTTP" is the same local call to a `tandem serve
+// --http` over Streamable HTTP, a bearer token on every request, each
+// client on one kept-alive connection (Node's fetch and Go's
+// http.Transport keep connections alive; the run checks how many it
+// opened). Its baseline is each client's stdio call of the same loop, so
+// its ratio is HTTP's median over stdio's: the target is 1.2x.
 func BenchmarkTSClient(b *testing.B) {
 	// Node first: without it there is nothing to measure (a skip, or a
 	// failure under CI=true).
@@ -353,6 +364,14 @@ func BenchmarkTSClient(b *testing.B) {
 	}
 	ts.mustDo(b, connect)
 	ts.mustDo(b, map[string]any{"op": "connect", "name": "local"})
+	hs := localHTTP(b)
+	floorSrv := httptest.NewServer(http.HandlerFunc(answerPing))
+	b.Cleanup(floorSrv.Close)
+	tsHTTP := startTSClientEnv(b, []string{"TANDEM_TOKEN=" + hs.benchToken(b, "default", "bench-ts")}, "--http", hs.url)
+	tsHTTP.mustDo(b, map[string]any{"op": "connect", "name": "local"})
+	goHTTPClient := hs.client(b, hs.benchToken(b, "default", "bench-go"))
+	goHTTP := sess{&server{cs: goHTTPClient.CS}, "local",
+		str(mustOK(b, goHTTPClient.Call(b, "ssh_connect", map[string]any{"name": "local"}))["sessionToken"])}
 
 	srv := startServer(b, serverOpts{logLevel: "info"})
 	sshArgs["name"] = "ssh"
@@ -442,33 +461,73 @@ func BenchmarkTSClient(b *testing.B) {
 		}
 		rows = append(rows, reply, full)
 
-		local := &tsRow{name: "local echo hello", metric: "local-echo", target: 0.6}
-		for j := 0; j < 300+warm; j++ {
+		// localCall is one local echo hello of a client, over stdio or HTTP.
+		localCall := func(ts *tsClient, goSess sess) (tsT, goT time.Duration) {
 			tr := ts.mustDo(b, map[string]any{"op": "exec", "session": "local", "command": "echo hello", "full": true})
-			gr, _, gout, err := goSDKFullExec(goLocal, "echo hello", goReadOutput)
+			gr, _, gout, err := goSDKFullExec(goSess, "echo hello", goReadOutput)
 			if err != nil {
 				b.Fatal(err)
 			}
+			if tr.Bytes != 6 || tr.ExitCode == nil || *tr.ExitCode != 0 || string(gout) != "hello\n" {
+				b.Fatalf("local echo hello: TypeScript-SDK client %d bytes (exit code %v), go-sdk %q", tr.Bytes, tr.ExitCode, gout)
+			}
+			return msDur(tr.MS), gr
+		}
+		local := &tsRow{name: "local echo hello", metric: "local-echo", target: 0.6}
+		overHTTP := &tsRow{name: "local echo hello HTTP", metric: "local-echo-http", target: 1.2}
+		httpFloor := &tsRow{name: "HTTP round trip alone", metric: "http-floor"}
+		for j := 0; j < 300+warm; j++ {
+			// Stdio and HTTP take turns going first, so neither always
+			// runs in the other's wake.
+			var st, sg, ht, hg time.Duration
+			if j%2 == 0 {
+				st, sg = localCall(ts, goLocal)
+				ht, hg = localCall(tsHTTP, goHTTP)
+			} else {
+				ht, hg = localCall(tsHTTP, goHTTP)
+				st, sg = localCall(ts, goLocal)
+			}
+			// The HTTP floor: each client's own POST to a handler that
+			// answers at once, on the same kind of kept-alive connection.
+			ff := tsHTTP.mustDo(b, map[string]any{"op": "fetch", "url": floorSrv.URL})
+			gf := goPOSTFloor(b, floorSrv.URL)
 			sp := ts.mustDo(b, map[string]any{"op": "spawn", "command": "echo hello"})
-			if tr.Bytes != 6 || tr.ExitCode == nil || *tr.ExitCode != 0 || string(gout) != "hello\n" || sp.Bytes != 6 {
-				b.Fatalf("local echo hello: TypeScript-SDK client %d bytes (exit code %v), go-sdk %q, node spawn %d bytes", tr.Bytes, tr.ExitCode, gout, sp.Bytes)
+			if sp.Bytes != 6 {
+				b.Fatalf("local echo hello: node spawn %d bytes", sp.Bytes)
 			}
 			if j >= warm {
-				local.ts, local.gosdk, local.base = append(local.ts, msDur(tr.MS)), append(local.gosdk, gr), append(local.base, msDur(sp.MS))
+				local.ts, local.gosdk, local.base = append(local.ts, st), append(local.gosdk, sg), append(local.base, msDur(sp.MS))
+				overHTTP.ts, overHTTP.gosdk = append(overHTTP.ts, ht), append(overHTTP.gosdk, hg)
+				httpFloor.ts, httpFloor.gosdk = append(httpFloor.ts, msDur(ff.MS)), append(httpFloor.gosdk, gf)
 			}
 		}
-		rows = append(rows, local)
+		overHTTP.base, overHTTP.goBase = local.ts, local.gosdk
+		httpFloor.base, httpFloor.goBase = local.ts, local.gosdk
+		// Each call is a POST or two: on kept-alive connections the clients
+		// open a few in all, not one per call.
+		conns := len(hs.clientPorts(b))
+		if conns > 16 {
+			b.Fatalf("%d TCP connections to the HTTP server for %d calls: keep-alive is not holding", conns, 2*(300+warm))
+		}
+		rows = append(rows, local, overHTTP, httpFloor)
 		rows = append(rows, &tsRow{name: "seq encode alone", metric: "encode-alone", ts: nodeCodec, gosdk: goCodecs, base: reply.base})
 
-		// testing keeps 9 lines of a benchmark's log: a caption and the table.
+		// testing keeps 10 lines of a benchmark's log: a caption, a header
+		// and 8 rows.
 		var report strings.Builder
-		fmt.Fprintf(&report, "baseline: the floor over SSH, node spawning bash for local; seq = %s, %d bytes, full delivery via %s from offset 0; "+
-			"encode alone = that output as one JSON string encoded and decoded, JSON.stringify+parse in node (TS), encoding/json (go-sdk)\n", seq, seqBytes, tsVia)
-		fmt.Fprintf(&report, "%-17s | %-19s | %-19s | %-19s | %-13s | %s\n", "", "TypeScript SDK", "go-sdk", "baseline", "ratio (p50)", "TS target")
-		fmt.Fprintf(&report, "%-17s | %8s %8s | %8s %8s | %8s %8s | %6s %6s |\n", "case", "p50", "p90", "p50", "p90", "p50", "p90", "TS", "go-sdk")
+		fmt.Fprintf(&report, "baseline: the floor over SSH, node spawning bash for local, each client's own stdio call for HTTP (%d connections for %d calls: keep-alive); "+
+			"seq = %s, %d bytes, full delivery via %s from offset 0; "+
+			"encode alone = that output as one JSON string encoded and decoded, JSON.stringify+parse in node (TS), encoding/json (go-sdk); "+
+			"HTTP round trip alone = each client's bare POST to a handler that answers at once (node fetch, Go net/http), over its stdio call\n",
+			conns, 2*(300+warm), seq, seqBytes, tsVia)
+		fmt.Fprintf(&report, "%-21s | %8s %8s | %8s %8s | %8s %8s | %7s %7s | %s\n",
+			"case", "TS p50", "TS p90", "go p50", "go p90", "base p50", "base p90", "TS/base", "go/base", "TS target")
 		for _, r := range rows {
-			base := float64(r.base.pct(.5))
-			tsRatio, goRatio := float64(r.ts.pct(.5))/base, float64(r.gosdk.pct(.5))/base
+			base, goBase := float64(r.base.pct(.5)), float64(r.base.pct(.5))
+			if r.goBase != nil {
+				goBase = float64(r.goBase.pct(.5))
+			}
+			tsRatio, goRatio := float64(r.ts.pct(.5))/base, float64(r.gosdk.pct(.5))/goBase
 			verdict := "-"
 			switch {
 			case r.target == 0:
@@ -477,7 +536,7 @@ func BenchmarkTSClient(b *testing.B) {
 			default:
 				verdict = fmt.Sprintf("<=%.1fx met", r.target)
 			}
-			fmt.Fprintf(&report, "%-17s | %6.2fms %6.2fms | %6.2fms %6.2fms | %6.2fms %6.2fms | %5.2fx %5.2fx | %s\n", r.name,
+			fmt.Fprintf(&report, "%-21s | %6.2fms %6.2fms | %6.2fms %6.2fms | %6.2fms %6.2fms | %6.2fx %6.2fx | %s\n", r.name,
 				ms(r.ts.pct(.5)), ms(r.ts.pct(.9)), ms(r.gosdk.pct(.5)), ms(r.gosdk.pct(.9)), ms(r.base.pct(.5)), ms(r.base.pct(.9)),
 				tsRatio, goRatio, verdict)
 			b.ReportMetric(tsRatio, "ts-"+r.metric+"-ratio")
