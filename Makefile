@@ -34,6 +34,7 @@ bench:
 	cd bench && npm ci --no-audit --no-fund
 	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS|BenchmarkIdleSessionsRSS' -benchtime 1x ./cmd/tandem/
 	$(GO) test -run '^$$' -bench 'BenchmarkVerify(Cached|Uncached)$$' ./internal/claim/
+	$(GO) test -run '^$$' -bench 'BenchmarkDecide' -count 5 ./internal/policy/
 	$(GO) test -run '^$$' -bench 'BenchmarkHeap' -benchtime 1x ./internal/mcp/
 	$(GO) test -run '^$$' -bench 'BenchmarkEncodeResult' ./internal/mcp/
 	$(GO) test -run '^$$' -bench 'BenchmarkAuditedCalls' -benchtime 10000x ./internal/mcp/
@@ -50,6 +51,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzPlan -fuzztime 30s ./internal/mcp/
 	$(GO) test -run '^$$' -fuzz FuzzOutput -fuzztime 30s ./internal/recording/
 	$(GO) test -run '^$$' -fuzz FuzzVerify -fuzztime 30s ./internal/claim/
+	$(GO) test -run '^$$' -fuzz FuzzDecide -fuzztime 30s ./internal/policy/
 
 # Test dependencies on Debian/Ubuntu (run as root).
 deps:

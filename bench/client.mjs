@@ -37,7 +37,7 @@ import { createInterface } from 'node:readline';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { ElicitRequestSchema, ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const [binary, ...args] = process.argv.slice(2);
 if (!binary) {
@@ -203,6 +203,8 @@ async function handle(req) {
       return codec();
     case 'fetch':
       return fetchFloor(req.url);
+    case 'elicited':
+      return { messages: elicited.splice(0) };
     case 'call': {
       const t0 = performance.now();
       const res = await client.callTool({ name: req.tool, arguments: req.args ?? {} });
@@ -218,8 +220,21 @@ const sessions = new Map(); // name -> {name, token}
 let lastOutput; // the last full stdout, for codec
 
 const roots = (process.env.TANDEM_ROOTS ?? '').split(':').filter(Boolean);
+// TANDEM_ELICIT, if set, is the JSON answer this client gives every
+// elicitation (e.g. {"action":"accept","content":{"decision":"approve"}}).
+const elicitAnswer = process.env.TANDEM_ELICIT ? JSON.parse(process.env.TANDEM_ELICIT) : undefined;
+const elicited = []; // the messages of the elicitations answered, in order
+const capabilities = {};
+if (roots.length) capabilities.roots = { listChanged: true };
+if (elicitAnswer) capabilities.elicitation = { form: {} };
 const client = new Client({ name: 'tandem-bench-ts', version: '1' },
-  roots.length ? { capabilities: { roots: { listChanged: true } } } : undefined);
+  Object.keys(capabilities).length ? { capabilities } : undefined);
+if (elicitAnswer) {
+  client.setRequestHandler(ElicitRequestSchema, (req) => {
+    elicited.push(req.params.message);
+    return elicitAnswer;
+  });
+}
 if (roots.length) {
   client.setRequestHandler(ListRootsRequestSchema, () => ({
     roots: roots.map((dir) => ({ uri: `file://${dir}`, name: dir })),

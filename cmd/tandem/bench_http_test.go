@@ -17,12 +17,12 @@ import (
 )
 
 // localHTTP starts `tandem serve --http` with one local target, "local",
-// on a fresh workspace: BenchmarkTSClient's HTTP twin of its stdio
-// tandem. It logs at info, as the stdio one does.
+// on a fresh workspace, under the same policy: BenchmarkTSClient's HTTP
+// twin of its stdio tandem. It logs at info, as the stdio one does.
 func localHTTP(b *testing.B) *httpServer {
 	b.Helper()
 	return startHTTP(b, httpOpts{
-		config: fmt.Sprintf("targets:\n  - {name: local, kind: local, workspace: %s}\n", b.TempDir()),
+		config: benchPolicy(b.TempDir()),
 		args:   []string{"--log-level", "info"},
 	})
 }

@@ -50,6 +50,8 @@ type tsReply struct {
 	ExitCode *int    `json:"exitCode"`
 	// Reply is a "call" op's tool reply object.
 	Reply map[string]any `json:"reply"`
+	// Messages are the "elicited" op's: the elicitations answered.
+	Messages []string `json:"messages"`
 }
 
 // tsNodeModules installs bench/'s locked dependencies when they are not
@@ -354,7 +356,14 @@ type tsRow struct {
 func BenchmarkTSClient(b *testing.B) {
 	// Node first: without it there is nothing to measure (a skip, or a
 	// failure under CI=true).
-	ts := startTSClient(b, "serve", "--workspace", b.TempDir(), "--data-dir", b.TempDir(), "--web", "127.0.0.1:0", "--log-level", "info")
+	// Both clients' servers run under a policy whose rules allow what the
+	// loop runs: the price of a decision is in every figure.
+	policyCfg := benchPolicy(b.TempDir())
+	cfgFile := filepath.Join(b.TempDir(), "tandem.yaml")
+	if err := os.WriteFile(cfgFile, []byte(policyCfg), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	ts := startTSClient(b, "serve", "--config", cfgFile, "--data-dir", b.TempDir(), "--web", "127.0.0.1:0", "--log-level", "info")
 	d, login := benchSSHD(b)
 	floorExec := dialFloor(b, d, login)
 	sshArgs := map[string]any{"host": d.Host, "port": d.Port, "username": login, "keyFilePath": d.ClientKeyFile}
@@ -373,7 +382,7 @@ func BenchmarkTSClient(b *testing.B) {
 	goHTTP := sess{&server{cs: goHTTPClient.CS}, "local",
 		str(mustOK(b, goHTTPClient.Call(b, "ssh_connect", map[string]any{"name": "local"}))["sessionToken"])}
 
-	srv := startServer(b, serverOpts{logLevel: "info"})
+	srv := startServer(b, serverOpts{logLevel: "info", config: benchPolicy(b.TempDir())})
 	sshArgs["name"] = "ssh"
 	goSSH := sess{srv, "ssh", str(mustOK(b, srv.call(b, "ssh_connect", sshArgs))["sessionToken"])}
 	goLocal := sess{srv, "local", str(mustOK(b, srv.call(b, "ssh_connect", map[string]any{"name": "local"}))["sessionToken"])}
@@ -544,4 +553,23 @@ func BenchmarkTSClient(b *testing.B) {
 		}
 		b.Log(strings.TrimSuffix(report.String(), "\n"))
 	}
+}
+
+// benchPolicy is a config with one local target rooted at ws and a policy
+// of the kind an operator writes: ask by default, the loop's commands
+// allowed by rules, deletions denied.
+func benchPolicy(ws string) string {
+	return "targets: [{name: local, kind: local, workspace: " + ws + "}]\n" + `policy:
+  mode: ask
+  rules:
+    - {tool: ssh_connect, decision: allow}
+    - {tool: ssh_disconnect, decision: allow}
+    - {command: "true", decision: allow}
+    - {command: "echo *", decision: allow}
+    - {command: "seq *", decision: allow}
+    - {command: "git status", decision: allow}
+    - {command: "git diff *", decision: allow}
+    - {command: "rm -rf *", decision: deny}
+    - {command: "sudo *", decision: ask}
+`
 }

@@ -67,6 +67,9 @@ type serverOpts struct {
 	progress func(*sdk.ProgressNotificationClientRequest)
 	// roots are the client's MCP roots (directories) at connect.
 	roots []string
+	// elicit, if set, answers the server's elicitations (the client
+	// declares the capability).
+	elicit func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error)
 }
 
 // startServer spawns the built binary over stdio, the way MCP clients do.
@@ -105,9 +108,9 @@ func startServer(t testing.TB, o serverOpts) *server {
 	}
 	s.stderr = errf
 	cmd.Stderr = errf
-	var copts *sdk.ClientOptions
+	copts := &sdk.ClientOptions{ElicitationHandler: o.elicit}
 	if o.progress != nil {
-		copts = &sdk.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) { o.progress(r) }}
+		copts.ProgressNotificationHandler = func(_ context.Context, r *sdk.ProgressNotificationClientRequest) { o.progress(r) }
 	}
 	client := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "1"}, copts)
 	for _, r := range o.roots {

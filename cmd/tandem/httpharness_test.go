@@ -136,7 +136,13 @@ func (s *httpServer) client(t testing.TB, token string) *mcptest.Client {
 
 func (s *httpServer) clientWith(t testing.TB, token string, rt http.RoundTripper) *mcptest.Client {
 	t.Helper()
-	c := sdk.NewClient(&sdk.Implementation{Name: "e2e-http", Version: "1"}, nil)
+	return s.clientOpts(t, token, rt, nil)
+}
+
+// clientOpts is clientWith with the client's own options.
+func (s *httpServer) clientOpts(t testing.TB, token string, rt http.RoundTripper, o *sdk.ClientOptions) *mcptest.Client {
+	t.Helper()
+	c := sdk.NewClient(&sdk.Implementation{Name: "e2e-http", Version: "1"}, o)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: s.url,

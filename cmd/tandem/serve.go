@@ -130,7 +130,14 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	leasesDone := make(chan struct{})
 	go func() { sessions.Run(ctx); close(leasesDone) }()
 
+	policies, err := compilePolicies(cfg, hm.on())
+	if err != nil {
+		return err
+	}
+	broker := newBroker(cfg, rec.journal.Approvals(), log)
 	srv := mcp.New(mcp.Deps{
+		Policy:        policies,
+		Approvals:     broker,
 		Sessions:      sessions,
 		Audit:         rec.audit,
 		AuditContinue: cfg.Audit.OnFailure == config.AuditContinue,
@@ -148,7 +155,15 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		Logger:            log,
 		Version:           version,
 	})
-	webOpts := &web.Options{Logger: log, Recordings: sessions, PublicHosts: cfg.Web.PublicHosts}
+	opTok, err := operatorToken(dataDir)
+	if err != nil {
+		return err
+	}
+	webOpts := &web.Options{Logger: log, Recordings: sessions, PublicHosts: cfg.Web.PublicHosts,
+		Operator: &web.Operator{Token: opTok, Approvals: broker, Sessions: dashSessions{sessions}, Audit: dashAudit{rec.st}}}
+	if err := noteDashboard(dataDir, base); err != nil {
+		log.Warn("note the dashboard's address for tandem dashboard-url", "err", err)
+	}
 	if hm.on() {
 		webOpts.Routes = hm.routes(srv, base)
 	}
@@ -168,6 +183,9 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		}
 		targets = append(targets, desc+")")
 	}
+	// The sign-in link goes to stderr only: the operator's terminal, never
+	// the log file a collector might ship.
+	fmt.Fprintf(stderr, "tandem: dashboard %s\n", web.DashboardURL(base, opTok))
 	if hm.on() {
 		log.Info("tandem serving MCP over HTTP", "endpoint", base+"/mcp", "dataDir", dataDir, "targets", strings.Join(targets, "; "))
 		fmt.Fprintf(stderr, "tandem: MCP endpoint %s/mcp\n", base)

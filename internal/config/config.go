@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +38,43 @@ type Config struct {
 	Tenants []Tenant `yaml:"tenants"`
 	// Auth says which bearer claims HTTP mode accepts.
 	Auth Auth `yaml:"auth"`
+	// Policy decides what agents may run unwatched (stdio mode and the
+	// default tenant); tenants and targets may set their own.
+	Policy *Policy `yaml:"policy"`
+	// Approvals bound how long calls wait for a human.
+	Approvals Approvals `yaml:"approvals"`
+}
+
+// Policy is a mode and rules: what runs, what waits for a human, what never
+// runs. The most specific policy applies whole: a target's, else its
+// tenant's, else the top-level one; none means mode allow.
+type Policy struct {
+	// Mode applies when no rule matches: allow (yes), deny (no), ask or forward.
+	Mode string `yaml:"mode"`
+	// Rules match by tool and, for command tools, by command pattern; the
+	// strictest matching decision wins.
+	Rules []Rule `yaml:"rules"`
+	// Approvers answer ask: dashboard and/or client. Default [dashboard,
+	// client] over stdio, [dashboard] in HTTP mode.
+	Approvers []string `yaml:"approvers"`
+}
+
+// Rule is one policy rule.
+type Rule struct {
+	Tool     string `yaml:"tool"`
+	Command  string `yaml:"command"`
+	Decision string `yaml:"decision"`
+}
+
+// Approvals bound the waits for a human's answer.
+type Approvals struct {
+	// WaitSeconds: how long a call waits before answering approval_pending
+	// (default 50, under common clients' 60 s request timeout).
+	WaitSeconds int `yaml:"waitSeconds"`
+	// TimeoutSeconds: when an unanswered approval is denied (default 300).
+	TimeoutSeconds int `yaml:"timeoutSeconds"`
+	// MaxRememberMinutes caps "approve and remember" (default 60).
+	MaxRememberMinutes int `yaml:"maxRememberMinutes"`
 }
 
 // Tenant is one team: the targets its agents may reach and the workspaces
@@ -50,6 +88,8 @@ type Tenant struct {
 	// AllowAdHoc lets this tenant's agents pass host parameters to
 	// ssh_connect in HTTP mode; default off.
 	AllowAdHoc bool `yaml:"allowAdHoc"`
+	// Policy applies to the tenant's targets without their own.
+	Policy *Policy `yaml:"policy"`
 }
 
 // Workspace is a named set of a tenant's targets.
@@ -148,6 +188,8 @@ type Target struct {
 	// PasswordFile holds the ssh target's password, read by the server at
 	// connect time (never in tandem.yaml, never shown to an agent).
 	PasswordFile string `yaml:"passwordFile"`
+	// Policy applies to sessions on this target.
+	Policy *Policy `yaml:"policy"`
 }
 
 // Limits are the lease and command bounds.
@@ -250,6 +292,16 @@ func (c *Config) fill() {
 	if c.Auth.MaxTTL == 0 {
 		c.Auth.MaxTTL = Duration(24 * time.Hour)
 	}
+	a := &c.Approvals
+	if a.WaitSeconds == 0 {
+		a.WaitSeconds = 50
+	}
+	if a.TimeoutSeconds == 0 {
+		a.TimeoutSeconds = 300
+	}
+	if a.MaxRememberMinutes == 0 {
+		a.MaxRememberMinutes = 60
+	}
 	fillTargets(c.Targets)
 	for i := range c.Tenants {
 		fillTargets(c.Tenants[i].Targets)
@@ -279,6 +331,19 @@ func (c *Config) validate(base, home string) error {
 	validateTargets("targets", c.Targets, base, home, bad)
 	c.validateTenants(base, home, bad)
 	c.validateAuth(bad)
+	validatePolicy("policy", c.Policy, bad)
+	for i, t := range c.Targets {
+		validatePolicy(fmt.Sprintf("targets[%d].policy", i), t.Policy, bad)
+	}
+	for i, tn := range c.Tenants {
+		validatePolicy(fmt.Sprintf("tenants[%d].policy", i), tn.Policy, bad)
+		for j, t := range tn.Targets {
+			validatePolicy(fmt.Sprintf("tenants[%d].targets[%d].policy", i, j), t.Policy, bad)
+		}
+	}
+	if a := c.Approvals; a.WaitSeconds < 0 || a.TimeoutSeconds < 0 || a.MaxRememberMinutes < 0 || a.WaitSeconds > a.TimeoutSeconds {
+		bad("approvals", "waitSeconds, timeoutSeconds and maxRememberMinutes must be positive, and waitSeconds at most timeoutSeconds")
+	}
 	l := c.Limits
 	if l.IdleTimeout < 0 || l.MaxLifetime < 0 || l.CommandTimeout < 0 || l.KeepaliveInterval < 0 {
 		bad("limits", "durations must be positive")
@@ -444,6 +509,56 @@ func (c *Config) validateAuth(bad func(key, format string, a ...any)) {
 			bad(k+".audience", "is required: the aud this issuer's tokens carry for this server")
 		}
 	}
+}
+
+// Decisions are the words a policy mode or rule decision may be.
+var Decisions = []string{"allow", "yes", "deny", "no", "ask", "forward"}
+
+// forwardNotYet refuses forward until tandem can reach an upstream
+// approver: a policy that cannot be carried out must not start.
+const forwardNotYet = "forward (to an upstream approver) is not supported by this version of tandem yet; use ask, which the dashboard answers"
+
+func validatePolicy(key string, p *Policy, bad func(key, format string, a ...any)) {
+	if p == nil {
+		return
+	}
+	if p.Mode != "" && !slices.Contains(Decisions, p.Mode) {
+		bad(key+".mode", "must be allow, deny, ask or forward (or yes, no), got %q", p.Mode)
+	}
+	if p.Mode == "forward" {
+		bad(key+".mode", forwardNotYet)
+	}
+	for i, r := range p.Rules {
+		k := fmt.Sprintf("%s.rules[%d]", key, i)
+		if !slices.Contains(Decisions, r.Decision) {
+			bad(k+".decision", "must be allow, deny, ask or forward (or yes, no), got %q", r.Decision)
+		}
+		if r.Decision == "forward" {
+			bad(k+".decision", forwardNotYet)
+		}
+		if r.Tool == "" && r.Command == "" {
+			bad(k, "needs tool, command or both")
+		}
+	}
+	for i, a := range p.Approvers {
+		if a != "dashboard" && a != "client" {
+			bad(fmt.Sprintf("%s.approvers[%d]", key, i), "must be dashboard or client, got %q", a)
+		}
+	}
+}
+
+// PolicyFor returns the policy that applies to a tenant's target: the
+// target's own, else the tenant's, else the top-level one (nil: allow).
+func (c *Config) PolicyFor(tenant, target string) *Policy {
+	if tn, ok := c.Tenant(tenant); ok {
+		if t, ok := tn.Target(target); ok && t.Policy != nil {
+			return t.Policy
+		}
+		if tn.Policy != nil {
+			return tn.Policy
+		}
+	}
+	return c.Policy
 }
 
 func nameOK(s string) bool {

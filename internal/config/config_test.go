@@ -181,3 +181,39 @@ func TestTenantScope(t *testing.T) {
 		t.Errorf("default tenant = %+v %v", tn, ok)
 	}
 }
+
+func TestPolicyConfig(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"mode", "policy: {mode: maybe}\n", `policy.mode: must be allow, deny, ask or forward (or yes, no), got "maybe"`},
+		{"decision", "policy: {rules: [{command: ls, decision: sure}]}\n", `policy.rules[0].decision`},
+		{"empty rule", "policy: {rules: [{decision: allow}]}\n", "policy.rules[0]: needs tool, command or both"},
+		{"approver", "policy: {approvers: [slack]}\n", `policy.approvers[0]: must be dashboard or client, got "slack"`},
+		{"target policy", "targets: [{name: a, kind: local, workspace: ., policy: {mode: nope}}]\n", "targets[0].policy.mode"},
+		{"wait", "approvals: {waitSeconds: 400}\n", "approvals: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Parse([]byte(tc.yaml), dir, "/home/x")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	y := "policy: {mode: ask}\ntenants:\n" +
+		"  - name: acme\n    policy: {mode: deny}\n    targets:\n" +
+		"      - {name: a, kind: local, workspace: ., policy: {mode: allow}}\n" +
+		"      - {name: b, kind: ssh, host: h, user: u, keyFile: k}\n" +
+		"  - name: beta\n    targets: [{name: a, kind: ssh, host: h, user: u, keyFile: k}]\n"
+	c, err := config.Parse([]byte(y), dir, "/home/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ tenant, target, want string }{{"acme", "a", "allow"}, {"acme", "b", "deny"}, {"beta", "a", "ask"}} {
+		if p := c.PolicyFor(tc.tenant, tc.target); p == nil || p.Mode != tc.want {
+			t.Errorf("PolicyFor(%s, %s) = %+v, want mode %s", tc.tenant, tc.target, p, tc.want)
+		}
+	}
+	if c.Approvals.WaitSeconds != 50 || c.Approvals.TimeoutSeconds != 300 || c.Approvals.MaxRememberMinutes != 60 {
+		t.Errorf("approvals defaults: %+v", c.Approvals)
+	}
+}

@@ -236,6 +236,9 @@ func (j *Journal) Recover(ctx context.Context, alive func(id string) (bool, erro
 			}
 			n++
 		}
+		if err := j.denyApprovalsOf(ctx, id, now); err != nil {
+			return n, err
+		}
 		if err := j.st.EndInstance(ctx, id, now); err != nil {
 			j.log.Warn("journal: end instance", "instance", id, "err", err)
 		}

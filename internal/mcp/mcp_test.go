@@ -29,9 +29,10 @@ func TestMain(m *testing.M) {
 }
 
 type fixture struct {
-	srv      *mcp.Server
-	sessions *session.Manager
-	inline   int
+	srv       *mcp.Server
+	sessions  *session.Manager
+	inline    int
+	workspace string // the local target's
 }
 
 // newServer builds tandem's MCP server in-process with one sandboxed local
@@ -74,7 +75,7 @@ func newServerWith(t testing.TB, inline int, tune func(*mcp.Deps)) *fixture {
 	if tune != nil {
 		tune(&deps)
 	}
-	return &fixture{srv: mcp.New(deps), sessions: m, inline: inline}
+	return &fixture{srv: mcp.New(deps), sessions: m, inline: inline, workspace: workspace}
 }
 
 // client connects one more in-memory MCP client to the server.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tandem-sh/tandem/internal/approval"
 	"github.com/tandem-sh/tandem/internal/audit"
 	"github.com/tandem-sh/tandem/internal/claim"
 	"github.com/tandem-sh/tandem/internal/session"
@@ -85,6 +86,12 @@ type Deps struct {
 	Logger    *slog.Logger
 	// Version is reported to clients.
 	Version string
+	// Policy returns the policy of a tenant's target (target "" for an
+	// ad-hoc host); nil, or a nil Judge, allows everything.
+	Policy func(tenant, target string) Policy
+	// Approvals holds the actions that wait for a human. Without it a
+	// policy's ask is refused, as nobody could answer it.
+	Approvals *approval.Broker
 }
 
 // Server is tandem's MCP server.
@@ -115,7 +122,7 @@ func New(d Deps) *Server {
 		Instructions: instructions,
 		// The SDK logs every connection at info: in HTTP mode that is every
 		// request. Its warnings and errors still show.
-		Logger:                  s.sdkLog,
+		Logger: s.sdkLog,
 		//lint:ignore SA1019 roots still work through SEP-2577's deprecation window; see roots.go.
 		RootsListChangedHandler: s.rootsChanged,
 	})
@@ -159,17 +166,22 @@ func (s *Server) MCP() *mcp.Server { return s.srv }
 
 // call is what one tool call learns about itself for its audit record.
 type call struct {
-	req       *mcp.CallToolRequest
-	claims    *claim.Claims // nil over stdio
-	workspace string        // the local session's directory, if any
-	sessionID string
-	session   string
-	target    string
-	exit      *int
-	bytes     int64
-	decoded   bool          // the arguments passed strict decoding
-	budget    time.Duration // the call's own timeout: no audit wait exceeds it
-	skipAudit bool          // the audit log was found unwritable before the call
+	req        *mcp.CallToolRequest
+	claims     *claim.Claims // nil over stdio
+	workspace  string        // the local session's directory, if any
+	sessionID  string
+	session    string
+	target     string
+	exit       *int
+	bytes      int64
+	decoded    bool          // the arguments passed strict decoding
+	budget     time.Duration // the call's own timeout: no audit wait exceeds it
+	skipAudit  bool          // the audit log was found unwritable before the call
+	rule       string        // the policy rule that decided, if a policy applied
+	approvalID string        // the approval the call needed, if any
+	// input, if set, is the call's answer instead of its reply: requests
+	// for the client (protocol 2026-07-28), which repeats the call.
+	input mcp.InputRequestMap
 }
 
 // timeouter is implemented by arguments that carry their own timeout.
@@ -220,6 +232,9 @@ func handler[A any](s *Server, name string, run func(ctx context.Context, c sess
 			}
 			s.audit(ctx, c, name, info, r, start)
 			res, err = result(r), nil
+			if info.input != nil {
+				res = &mcp.CallToolResult{InputRequests: info.input}
+			}
 		}()
 		switch {
 		case idErr != nil:
@@ -249,6 +264,9 @@ func handler[A any](s *Server, name string, run func(ctx context.Context, c sess
 		if runErr != nil {
 			r = s.failure(c, runErr).reply()
 			return
+		}
+		if info.approvalID != "" {
+			out["approvalId"] = info.approvalID
 		}
 		r = out
 		return
@@ -288,7 +306,10 @@ func (s *Server) audit(ctx context.Context, c session.Caller, tool string, info 
 		Time: start, Tenant: c.Tenant, Actor: c.ID, SessionID: info.sessionID, SessionName: info.session,
 		Target: info.target, Tool: tool, Event: event, Args: args, Outcome: outcome,
 		ExitCode: info.exit, DurationMs: time.Since(start).Milliseconds(), Bytes: info.bytes,
-		Workspace: info.workspace,
+		Workspace: info.workspace, ApprovalID: info.approvalID,
+	}
+	if info.rule != "" && outcome != "ok" {
+		rec.Reason = "policy: " + info.rule
 	}
 	if cl := info.claims; cl != nil {
 		rec.Actor, rec.SID, rec.JTI, rec.ClaimFingerprint = cl.Actor, cl.SID, cl.JTI, cl.Fingerprint

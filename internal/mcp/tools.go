@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tandem-sh/tandem/internal/approval"
 	"github.com/tandem-sh/tandem/internal/session"
 	"github.com/tandem-sh/tandem/internal/target"
 )
@@ -90,6 +91,12 @@ func (s *Server) connect(ctx context.Context, c session.Caller, a connectArgs) (
 	if err != nil {
 		return nil, err
 	}
+	// A new session has no id yet: its action is bound to the caller and
+	// the name it asked for.
+	if err := s.authorize(ctx, c, "ssh_connect", t.Name, approval.Action{Tenant: c.Tenant, Actor: c.Actor,
+		SessionID: "new:" + c.Actor + "/" + c.ID + "/" + a.Name, SessionName: a.Name, Target: t.Name, Tool: "ssh_connect"}); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	sess, tok, err := s.deps.Sessions.Create(ctx, c, a.Name, t)
@@ -152,6 +159,15 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 		}
 		timeout = time.Duration(*a.TimeoutSeconds * float64(time.Second))
 	}
+	// The human's commands come first: an agent asks for approval only
+	// with the shell's current picture in hand. Exec checks the gate
+	// again, atomically, after any wait.
+	if err := sess.Gate(); err != nil {
+		return nil, err
+	}
+	if err := s.authorize(ctx, c, "ssh_exec", sess.Target.Name, sessionAction(c, sess, "ssh_exec", a.Command)); err != nil {
+		return nil, err
+	}
 	prog := startProgress(ctx, s.heartbeat())
 	rec, err := sess.Exec(ctx, a.Command, session.ExecOptions{Timeout: timeout, OnOutput: prog.hook()})
 	prog.finish()
@@ -188,6 +204,9 @@ func (s *Server) disconnect(ctx context.Context, c session.Caller, a sessionArgs
 	if err != nil {
 		return nil, err
 	}
+	if err := s.authorize(ctx, c, "ssh_disconnect", sess.Target.Name, sessionAction(c, sess, "ssh_disconnect", "")); err != nil {
+		return nil, err
+	}
 	if err := s.deps.Sessions.Disconnect(sess); err != nil {
 		return nil, err
 	}
@@ -208,6 +227,9 @@ func (s *Server) monitoringURL(ctx context.Context, c session.Caller, a sessionA
 func (s *Server) cancel(ctx context.Context, c session.Caller, a sessionArgs) (reply, error) {
 	sess, err := s.lookup(ctx, c, a)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.authorize(ctx, c, "ssh_cancel", sess.Target.Name, sessionAction(c, sess, "ssh_cancel", "")); err != nil {
 		return nil, err
 	}
 	rec, err := sess.Cancel(ctx)

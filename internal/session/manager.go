@@ -108,6 +108,10 @@ type Manager struct {
 	replays  map[[32]byte]*Session // ended sessions whose recording is complete
 	ending   int                   // ends in progress
 	settled  *sync.Cond            // signalled when ending drops
+
+	watchMu     sync.Mutex
+	watchers    map[int]func() // told of sessions' starts, ends and commands
+	nextWatcher int
 }
 
 // NewManager returns an empty registry.
@@ -195,6 +199,7 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 	m.byKey[sha256.Sum256([]byte(mk))] = s
 	m.mu.Unlock()
 	go m.watch(s)
+	m.changed()
 	m.log.Info("session started", "session", name, "target", t.Name, "kind", t.Kind)
 	return s, tok, nil
 }
@@ -206,6 +211,10 @@ func (m *Manager) commandDone(s *Session, r shell.Record) {
 	if r.Source == "user" {
 		s.userCommand(r)
 	}
+	s.mu.Lock()
+	s.lastCommand = r.Command
+	s.mu.Unlock()
+	m.changed()
 	if j := m.opts.Journal; j != nil {
 		j.CommandDone(s, r)
 	}
@@ -361,6 +370,7 @@ func (m *Manager) end(s *Session, reason string) {
 		m.replays[sha256.Sum256([]byte(s.monitorKey))] = s
 		m.mu.Unlock()
 	}
+	m.changed()
 	m.log.Info("session ended", "session", s.Name, "reason", reason)
 	if j := m.opts.Journal; j != nil {
 		j.SessionEnded(context.Background(), s, reason)

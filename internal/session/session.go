@@ -88,6 +88,7 @@ type Session struct {
 	pending      []shell.Record
 	endReason    string
 	endedAt      time.Time
+	lastCommand  string
 	commands     map[string]*kept // by command ID, for read-back
 	order        []string         // command IDs, oldest first
 }

@@ -67,6 +67,13 @@ type Store interface {
 	// TailAudit returns the last n audit records that pass f, oldest first.
 	TailAudit(ctx context.Context, n int, f AuditFilter) ([]AuditRecord, error)
 
+	// AddApproval records a pending approval.
+	AddApproval(ctx context.Context, r ApprovalRow) error
+	// DecideApproval records the answer to a pending approval.
+	DecideApproval(ctx context.Context, id, status, by, reason string, at time.Time) error
+	// DenyApprovalsOf denies a gone process's pending approvals, returning them.
+	DenyApprovalsOf(ctx context.Context, instanceID, by, reason string, at time.Time) ([]ApprovalRow, error)
+
 	// Close releases the database. Calls after Close fail.
 	Close() error
 }

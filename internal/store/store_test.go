@@ -81,7 +81,7 @@ func TestStoreMigrations(t *testing.T) {
 		t.Fatal(err)
 	}
 	st = openStore(t, dir)
-	const latest = 3 // migrations/0003_claims.sql
+	const latest = 4 // migrations/0004_approvals.sql
 	if v, err := st.SchemaVersion(ctx); err != nil || v != latest {
 		t.Fatalf("schema version = %d, %v; want %d", v, err, latest)
 	}
@@ -368,5 +368,37 @@ func TestRevokedSharedAcrossHandles(t *testing.T) {
 	}
 	if err := a.Revoke(ctx, "", time.Now()); err == nil {
 		t.Fatal("empty jti accepted")
+	}
+}
+
+func TestApprovalsOfAGoneInstance(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	now := time.Now()
+	for _, r := range []store.ApprovalRow{
+		{ID: "a1", InstanceID: "gone", Tenant: "t", Command: "rm -rf x", CreatedAt: now, ExpiresAt: now.Add(time.Minute)},
+		{ID: "a2", InstanceID: "gone", Tenant: "t", Command: "ls", CreatedAt: now, ExpiresAt: now.Add(time.Minute)},
+		{ID: "a3", InstanceID: "alive", Tenant: "t", Command: "ls", CreatedAt: now, ExpiresAt: now.Add(time.Minute)},
+	} {
+		if err := st.AddApproval(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.DecideApproval(ctx, "a2", "approved", "dashboard", "", now); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.DenyApprovalsOf(ctx, "gone", "restart", "server_restart", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != "a1" || got[0].Command != "rm -rf x" {
+		t.Fatalf("denied %+v, want only the pending a1", got)
+	}
+	if again, _ := st.DenyApprovalsOf(ctx, "gone", "restart", "server_restart", now); len(again) != 0 {
+		t.Errorf("denied twice: %+v", again)
 	}
 }

@@ -5,7 +5,8 @@
 // embedded assets (plain HTML, CSS and JS plus a vendored xterm.js). It does not
 // know how sessions are made, owned or run: it reaches them only through the
 // [Sessions], [Terminal] and [Recordings] interfaces, which the session layer
-// implements.
+// implements, and, for the dashboard, through [ApprovalDesk],
+// [SessionDirectory] and [AuditLog].
 //
 //	browser ──GET /s/{key}────▶ page (escaped name, strict headers)
 //	        ──GET /s/{key}/ws─▶ Sessions.Terminal(key)
@@ -28,5 +29,30 @@
 // upgrades only from its own origin, and [Listen] binds loopback unless told
 // otherwise out loud.
 //
-// Start with [Listen], [New] and [Server.Serve]; hand out links with [MonitorURL].
+// With [Options.Operator], / is the operator dashboard instead of a page
+// that explains tandem: pending approvals to answer, what was decided, live
+// and ended sessions, and the audit log. It is for whoever holds the
+// operator token, Jupyter-style: the link [DashboardURL] builds signs a
+// browser in with a cookie, and the page then talks to /api/.
+//
+//	browser ──GET /?token=T──────▶ cookie tandem_operator=T (HttpOnly,
+//	        ◀── 303 to / ────────── SameSite=Strict), token out of the URL
+//	        ──GET /──────────────▶ dashboard page (no data in it), or 401
+//	        ──GET /api/state─────▶ {pending, recent, sessions}: Approvals,
+//	                               Sessions.Sessions (rows, never keys)
+//	        ──GET /api/ws────────▶ {"t":"state",…} now and after each change
+//	                               (Approvals.Watch, Sessions.Changes), at
+//	                               most one per 100 ms, the last never dropped
+//	        ──POST /api/approvals/{id}/decision {"approve","reason",
+//	          "rememberMinutes"}─▶ Approvals.Decide (by dashboard)
+//	        ──POST /api/sessions/{id}/watch──▶ {"url":"/s/{key}"}:
+//	                               Sessions.MonitorKey, only when asked
+//	        ──GET /api/audit?session=&tenant=&tool=&outcome=&limit=──▶ Audit.Search
+//
+// Every /api/ route needs the cookie (else 401); each POST and the
+// WebSocket must come from the dashboard's own origin (else 403), and a
+// POST's body must be JSON (else 415). The page sets all data as text.
+//
+// Start with [Listen], [New] and [Server.Serve]; hand out links with
+// [MonitorURL], and the dashboard's with [DashboardURL].
 package web

@@ -66,6 +66,11 @@ type Options struct {
 	// pattern: /mcp and its OAuth metadata in HTTP mode. The Host check
 	// applies to them too.
 	Routes map[string]http.Handler
+	// Operator turns on the operator dashboard at / and its API under
+	// /api/, for whoever holds Operator.Token. Nil means no dashboard: /
+	// explains tandem and every /api/ path is not found. New panics if
+	// Operator lacks its Token, Approvals or Sessions.
+	Operator *Operator
 }
 
 // Server serves monitoring pages and their WebSockets for the sessions it
@@ -73,12 +78,13 @@ type Options struct {
 type Server struct {
 	sessions   Sessions
 	recordings Recordings // nil: no replay
+	operator   *Operator  // nil: no dashboard
 	log        *slog.Logger
-	pages      *template.Template // terminal.html, replay.html, index.html and notfound.html
+	pages      *template.Template // every assets/*.html
 	handler    http.Handler
 
-	// viewers counts open WebSocket handlers, so Serve returns only after
-	// every viewer is closed.
+	// viewers counts open WebSocket handlers (terminals and dashboards),
+	// so Serve returns only after every viewer is closed.
 	viewers sync.WaitGroup
 }
 
@@ -90,7 +96,8 @@ var assets embed.FS
 const shutdownTimeout = 5 * time.Second
 
 // New returns a Server that looks monitoring keys up in s, and then, for
-// keys s does not know, in opts.Recordings.
+// keys s does not know, in opts.Recordings. With opts.Operator it also
+// serves the operator dashboard.
 func New(s Sessions, opts *Options) *Server {
 	var o Options
 	if opts != nil {
@@ -105,12 +112,29 @@ func New(s Sessions, opts *Options) *Server {
 		log:        o.Logger,
 		pages:      template.Must(template.ParseFS(assets, "assets/*.html")),
 	}
+	if o.Operator != nil {
+		checkOperator(o.Operator)
+		op := *o.Operator
+		srv.operator = &op
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /s/{key}", srv.servePage)
 	mux.HandleFunc("GET /s/{key}/ws", srv.serveWS)
 	mux.HandleFunc("GET /s/{key}/cast", srv.serveCast)
 	mux.Handle("GET /assets/", srv.staticFiles(http.FileServerFS(assets)))
-	mux.HandleFunc("GET /{$}", srv.serveIndex)
+	if srv.operator != nil {
+		api := http.NewServeMux()
+		api.HandleFunc("GET /api/state", srv.serveState)
+		api.HandleFunc("POST /api/approvals/{id}/decision", srv.serveDecision)
+		api.HandleFunc("POST /api/sessions/{id}/watch", srv.serveWatch)
+		api.HandleFunc("GET /api/audit", srv.serveAudit)
+		api.HandleFunc("GET /api/ws", srv.serveDashboardWS)
+		api.HandleFunc("/api/", serveAPINotFound)
+		mux.Handle("/api/", srv.operatorAPI(api))
+		mux.HandleFunc("GET /{$}", srv.serveDashboard)
+	} else {
+		mux.HandleFunc("GET /{$}", srv.serveIndex)
+	}
 	mux.HandleFunc("/", srv.serveNotFound)
 	for pattern, h := range o.Routes {
 		mux.Handle(pattern, h)

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/tandem-sh/tandem/internal/approval"
+	"github.com/tandem-sh/tandem/internal/config"
+	"github.com/tandem-sh/tandem/internal/mcp"
+	"github.com/tandem-sh/tandem/internal/policy"
+)
+
+// compilePolicies compiles every policy in the config once, so that a bad
+// rule stops tandem at start rather than at the first call, and returns
+// the lookup the MCP server asks per call.
+func compilePolicies(cfg *config.Config, httpMode bool) (func(tenant, target string) mcp.Policy, error) {
+	compiled := map[*config.Policy]*policy.Policy{}
+	add := func(key string, p *config.Policy) error {
+		if p == nil {
+			return nil
+		}
+		specs := make([]policy.RuleSpec, 0, len(p.Rules))
+		for _, r := range p.Rules {
+			specs = append(specs, policy.RuleSpec{Tool: r.Tool, Command: r.Command, Decision: r.Decision})
+		}
+		c, err := policy.Compile(p.Mode, specs)
+		if err != nil {
+			return fmt.Errorf("config: %s: %w", key, err)
+		}
+		compiled[p] = c
+		return nil
+	}
+	if err := add("policy", cfg.Policy); err != nil {
+		return nil, err
+	}
+	for i := range cfg.Targets {
+		if err := add(fmt.Sprintf("targets[%d].policy", i), cfg.Targets[i].Policy); err != nil {
+			return nil, err
+		}
+	}
+	for i := range cfg.Tenants {
+		tn := &cfg.Tenants[i]
+		if err := add(fmt.Sprintf("tenants[%d].policy", i), tn.Policy); err != nil {
+			return nil, err
+		}
+		for j := range tn.Targets {
+			if err := add(fmt.Sprintf("tenants[%d].targets[%d].policy", i, j), tn.Targets[j].Policy); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return func(tenant, target string) mcp.Policy {
+		cp := cfg.PolicyFor(tenant, target)
+		p := compiled[cp]
+		if p == nil {
+			return mcp.Policy{}
+		}
+		return mcp.Policy{Judge: p, AskClient: askClient(cp.Approvers, httpMode)}
+	}, nil
+}
+
+// newBroker holds this process's approvals, durable through the journal.
+func newBroker(cfg *config.Config, j approval.Journal, log *slog.Logger) *approval.Broker {
+	a := cfg.Approvals
+	return approval.New(approval.Options{
+		Wait:        time.Duration(a.WaitSeconds) * time.Second,
+		Timeout:     time.Duration(a.TimeoutSeconds) * time.Second,
+		MaxRemember: time.Duration(a.MaxRememberMinutes) * time.Minute,
+		Journal:     j,
+		Logger:      log,
+	})
+}
+
+// askClient says whether the agent's client may answer approvals: the
+// policy's approvers name it, or by default over stdio, where the client
+// is the human's own. In HTTP mode the client may be the agent itself,
+// so only an explicit "client" lets it answer.
+func askClient(approvers []string, httpMode bool) bool {
+	if approvers == nil {
+		return !httpMode
+	}
+	return slices.Contains(approvers, "client")
+}

@@ -1,0 +1,66 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"time"
+)
+
+// ApprovalRow is one approval as the store keeps it.
+type ApprovalRow struct {
+	ID, InstanceID, Tenant, Actor, SessionID, SessionName, Target, Tool, Command, Cwd, Fingerprint, Rule string
+	Status, DecidedBy, DecisionReason                                                                    string
+	CreatedAt, ExpiresAt                                                                                 time.Time
+	DecidedAt                                                                                            *time.Time
+}
+
+// AddApproval records a pending approval.
+func (s *SQLite) AddApproval(ctx context.Context, r ApprovalRow) error {
+	return s.write(ctx, "store add approval", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO approvals (id, instance_id, tenant, actor, session_id, session_name,
+			target, tool, command, cwd, fingerprint, rule, status, created_at, expires_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
+			r.ID, r.InstanceID, r.Tenant, r.Actor, r.SessionID, r.SessionName, r.Target, r.Tool, r.Command, r.Cwd,
+			r.Fingerprint, r.Rule, fmtTime(r.CreatedAt), fmtTime(r.ExpiresAt))
+		return err
+	})
+}
+
+// DecideApproval records the answer to a pending approval; an approval
+// that is no longer pending is left as it is.
+func (s *SQLite) DecideApproval(ctx context.Context, id, status, by, reason string, at time.Time) error {
+	return s.write(ctx, "store decide approval", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE approvals SET status = ?, decided_by = ?, decision_reason = ?, decided_at = ?
+			WHERE id = ? AND status = 'pending'`, status, by, reason, fmtTime(at), id)
+		return err
+	})
+}
+
+// DenyApprovalsOf denies the pending approvals of a tandem process that is
+// gone, atomically, and returns them.
+func (s *SQLite) DenyApprovalsOf(ctx context.Context, instanceID, by, reason string, at time.Time) ([]ApprovalRow, error) {
+	var out []ApprovalRow
+	err := s.write(ctx, "store deny approvals of instance", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `UPDATE approvals SET status = 'denied', decided_by = ?, decision_reason = ?, decided_at = ?
+			WHERE instance_id = ? AND status = 'pending'
+			RETURNING id, tenant, actor, session_id, session_name, target, tool, command, cwd, fingerprint, rule`,
+			by, reason, fmtTime(at), instanceID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r := ApprovalRow{InstanceID: instanceID, Status: "denied", DecidedBy: by, DecisionReason: reason, DecidedAt: &at}
+			if err := rows.Scan(&r.ID, &r.Tenant, &r.Actor, &r.SessionID, &r.SessionName, &r.Target, &r.Tool,
+				&r.Command, &r.Cwd, &r.Fingerprint, &r.Rule); err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
