@@ -133,6 +133,20 @@ func (h *httpMode) routes(srv *mcp.Server, base string) map[string]http.Handler 
 	return map[string]http.Handler{"/mcp": mcpH, metaPath: meta, metaPath + "/mcp": meta}
 }
 
+// approver accepts, in HTTP mode, a verified claim with the approver
+// role as the bearer token of a forwarded approval.
+func (h *httpMode) approver(ctx context.Context, bearer string) bool {
+	if !h.on() {
+		return false
+	}
+	c, err := h.verifier.Verify(ctx, bearer)
+	if err != nil {
+		h.log.Warn("approver token refused", "reason", claimReason(err))
+		return false
+	}
+	return c.Has(claim.RoleApprover)
+}
+
 // claimReason is the stable word for why a claim was refused.
 func claimReason(err error) string {
 	var ce *claim.Error

@@ -3,11 +3,14 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/approval"
 	"github.com/tandem-sh/tandem/internal/config"
+	"github.com/tandem-sh/tandem/internal/forward"
 	"github.com/tandem-sh/tandem/internal/mcp"
 	"github.com/tandem-sh/tandem/internal/policy"
 )
@@ -17,6 +20,7 @@ import (
 // the lookup the MCP server asks per call.
 func compilePolicies(cfg *config.Config, httpMode bool) (func(tenant, target string) mcp.Policy, error) {
 	compiled := map[*config.Policy]*policy.Policy{}
+	upstreams := map[*config.Policy]*forward.Client{}
 	add := func(key string, p *config.Policy) error {
 		if p == nil {
 			return nil
@@ -30,6 +34,17 @@ func compilePolicies(cfg *config.Config, httpMode bool) (func(tenant, target str
 			return fmt.Errorf("config: %s: %w", key, err)
 		}
 		compiled[p] = c
+		if f := p.Forward; f != nil {
+			tok := f.Token
+			if f.TokenFile != "" {
+				b, err := os.ReadFile(f.TokenFile)
+				if err != nil {
+					return fmt.Errorf("config: %s.forward.tokenFile: %w", key, err)
+				}
+				tok = strings.TrimSpace(string(b))
+			}
+			upstreams[p] = &forward.Client{URL: f.URL, Token: tok}
+		}
 		return nil
 	}
 	if err := add("policy", cfg.Policy); err != nil {
@@ -57,7 +72,11 @@ func compilePolicies(cfg *config.Config, httpMode bool) (func(tenant, target str
 		if p == nil {
 			return mcp.Policy{}
 		}
-		return mcp.Policy{Judge: p, AskClient: askClient(cp.Approvers, httpMode)}
+		mp := mcp.Policy{Judge: p, AskClient: askClient(cp.Approvers, httpMode)}
+		if up := upstreams[cp]; up != nil {
+			mp.Upstream = up
+		}
+		return mp
 	}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tandem-sh/tandem/internal/config"
+	"github.com/tandem-sh/tandem/internal/forward"
 	"github.com/tandem-sh/tandem/internal/mcp"
 	"github.com/tandem-sh/tandem/internal/sandbox"
 	"github.com/tandem-sh/tandem/internal/session"
@@ -167,6 +169,11 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	if hm.on() {
 		webOpts.Routes = hm.routes(srv, base)
 	}
+	if webOpts.Routes == nil {
+		webOpts.Routes = map[string]http.Handler{}
+	}
+	// Downstream tandems forward their approvals here (policy forward).
+	webOpts.Routes["POST /api/approvals"] = forward.Handler(forward.Either(forward.Token(opTok), hm.approver), srv.Forwarded)
 	webDone := make(chan error, 1)
 	go func() { webDone <- web.New(webSessions{sessions}, webOpts).Serve(ctx, ln) }()
 	var targets []string

@@ -56,6 +56,7 @@ func tokenCmd(stdout io.Writer) *cobra.Command {
 type issueFlags struct {
 	tokenFlags
 	tenant, actor, workspace, sid, tools string
+	roles                                []string
 	ttl                                  time.Duration
 	verbose                              bool
 }
@@ -73,6 +74,11 @@ func tokenIssueCmd(stdout io.Writer) *cobra.Command {
 			}
 			if f.tenant == "" || f.actor == "" {
 				return errors.New("--tenant and --actor are required")
+			}
+			for _, r := range f.roles {
+				if r != claim.RoleApprover {
+					return fmt.Errorf("--roles: unknown role %q; the one role is %s", r, claim.RoleApprover)
+				}
 			}
 			if err := cfg.Exists(f.tenant, f.workspace); err != nil {
 				return fmt.Errorf("%w: the server would refuse this token", err)
@@ -97,7 +103,7 @@ func tokenIssueCmd(stdout io.Writer) *cobra.Command {
 			}
 			iss := &claim.Issuer{Key: key, Name: cfg.Auth.Issuer, Audience: cfg.Auth.Audience}
 			tok, cl, err := iss.Issue(claim.IssueParams{Tenant: f.tenant, Actor: f.actor, Workspace: f.workspace,
-				SID: f.sid, Tools: tools, TTL: f.ttl})
+				SID: f.sid, Tools: tools, Roles: f.roles, TTL: f.ttl})
 			if err != nil {
 				return err
 			}
@@ -114,6 +120,7 @@ func tokenIssueCmd(stdout io.Writer) *cobra.Command {
 	c.Flags().StringVar(&f.workspace, "workspace", "", "the workspace whose targets it may use (default: all the tenant's targets)")
 	c.Flags().StringVar(&f.sid, "sid", "", "the agent run; tokens with the same sid share sessions (default: the token's own id)")
 	c.Flags().StringVar(&f.tools, "tools", "", "comma-separated tools it may call, e.g. ssh_connect,ssh_exec (default: all)")
+	c.Flags().StringSliceVar(&f.roles, "roles", nil, "roles it carries: approver lets it answer approvals forwarded to this tandem (POST /api/approvals)")
 	c.Flags().DurationVar(&f.ttl, "ttl", 15*time.Minute, "how long the token lives")
 	c.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "also print the token's jti, sid and expiry to stderr")
 	return c

@@ -21,6 +21,7 @@ type Claims struct {
 	Tenant    string   // "tnt"
 	Workspace string   // "wsp"; empty when absent
 	Tools     []string // "tools"; nil means every tool, empty means none
+	Roles     []string // "roles", e.g. RoleApprover; absent means none
 	SID       string   // "sid"; the JTI when absent
 	JTI       string   // "jti"; the handle for revocation
 	Audience  []string // "aud"
@@ -46,11 +47,19 @@ func (c *Claims) Allows(tool string) bool {
 	return c.Tools == nil || slices.Contains(c.Tools, tool)
 }
 
+// RoleApprover lets a claim answer approvals forwarded to this tandem
+// (POST /api/approvals), as the operator token does.
+const RoleApprover = "approver"
+
+// Has reports whether the claim carries role.
+func (c *Claims) Has(role string) bool { return c != nil && slices.Contains(c.Roles, role) }
+
 // clone returns a copy that shares no slices with c, so a cached claim set
 // is never changed through a returned one.
 func (c *Claims) clone() *Claims {
 	d := *c
 	d.Tools = slices.Clone(c.Tools)
+	d.Roles = slices.Clone(c.Roles)
 	d.Audience = slices.Clone(c.Audience)
 	return &d
 }
@@ -183,6 +192,11 @@ func parseClaims(m map[string]any, n ClaimNames) (*Claims, error) {
 	if v, ok := m[n.Tools]; ok {
 		if c.Tools, ok = stringArray(v); !ok {
 			return nil, refuse(reasonClaims, "claim %q is not an array of strings", n.Tools)
+		}
+	}
+	if v, ok := m["roles"]; ok {
+		if c.Roles, ok = stringArray(v); !ok {
+			return nil, refuse(reasonClaims, `claim "roles" is not an array of strings`)
 		}
 	}
 	if c.Fingerprint, err = fingerprint(m); err != nil {

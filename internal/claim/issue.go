@@ -26,6 +26,7 @@ type Issuer struct {
 type IssueParams struct {
 	Tenant, Actor, Workspace, SID string
 	Tools                         []string
+	Roles                         []string      // e.g. RoleApprover; nil leaves the claim out
 	TTL                           time.Duration // at least a second: JWT times are whole seconds
 }
 
@@ -72,6 +73,9 @@ func (i *Issuer) Issue(p IssueParams) (token string, c *Claims, err error) {
 	}
 	if p.Tools != nil {
 		m["tools"] = p.Tools
+	}
+	if p.Roles != nil {
+		m["roles"] = p.Roles
 	}
 	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, m)
 	tok.Header["kid"] = KeyID(i.Key.Public().(ed25519.PublicKey))

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -57,6 +59,18 @@ type Policy struct {
 	// Approvers answer ask: dashboard and/or client. Default [dashboard,
 	// client] over stdio, [dashboard] in HTTP mode.
 	Approvers []string `yaml:"approvers"`
+	// Forward names the upstream approver of the forward decision.
+	Forward *Forward `yaml:"forward"`
+}
+
+// Forward is an upstream approver: another tandem's POST /api/approvals,
+// or anything that answers like it.
+type Forward struct {
+	URL string `yaml:"url"`
+	// Token or TokenFile holds the bearer token (the upstream's operator
+	// token); a file keeps it out of the config.
+	Token     string `yaml:"token"`
+	TokenFile string `yaml:"tokenFile"`
 }
 
 // Rule is one policy rule.
@@ -331,14 +345,14 @@ func (c *Config) validate(base, home string) error {
 	validateTargets("targets", c.Targets, base, home, bad)
 	c.validateTenants(base, home, bad)
 	c.validateAuth(bad)
-	validatePolicy("policy", c.Policy, bad)
+	validatePolicy("policy", c.Policy, base, home, bad)
 	for i, t := range c.Targets {
-		validatePolicy(fmt.Sprintf("targets[%d].policy", i), t.Policy, bad)
+		validatePolicy(fmt.Sprintf("targets[%d].policy", i), t.Policy, base, home, bad)
 	}
 	for i, tn := range c.Tenants {
-		validatePolicy(fmt.Sprintf("tenants[%d].policy", i), tn.Policy, bad)
+		validatePolicy(fmt.Sprintf("tenants[%d].policy", i), tn.Policy, base, home, bad)
 		for j, t := range tn.Targets {
-			validatePolicy(fmt.Sprintf("tenants[%d].targets[%d].policy", i, j), t.Policy, bad)
+			validatePolicy(fmt.Sprintf("tenants[%d].targets[%d].policy", i, j), t.Policy, base, home, bad)
 		}
 	}
 	if a := c.Approvals; a.WaitSeconds < 0 || a.TimeoutSeconds < 0 || a.MaxRememberMinutes < 0 || a.WaitSeconds > a.TimeoutSeconds {
@@ -502,7 +516,7 @@ func (c *Config) validateAuth(bad func(key, format string, a ...any)) {
 		if (is.JWKSURL == "") == (len(is.PublicKeys) == 0) {
 			bad(k, "needs exactly one of jwksUrl and publicKeys")
 		}
-		if is.JWKSURL != "" && !strings.HasPrefix(is.JWKSURL, "https://") && !strings.HasPrefix(is.JWKSURL, "http://127.0.0.1") && !strings.HasPrefix(is.JWKSURL, "http://localhost") && !strings.HasPrefix(is.JWKSURL, "http://[::1]") {
+		if is.JWKSURL != "" && !secureURL(is.JWKSURL) {
 			bad(k+".jwksUrl", "must be https:// (plain http only on loopback), got %q", is.JWKSURL)
 		}
 		if is.Audience == "" {
@@ -514,30 +528,61 @@ func (c *Config) validateAuth(bad func(key, format string, a ...any)) {
 // Decisions are the words a policy mode or rule decision may be.
 var Decisions = []string{"allow", "yes", "deny", "no", "ask", "forward"}
 
-// forwardNotYet refuses forward until tandem can reach an upstream
-// approver: a policy that cannot be carried out must not start.
-const forwardNotYet = "forward (to an upstream approver) is not supported by this version of tandem yet; use ask, which the dashboard answers"
+// secureURL accepts https, and plain http only to a loopback host: what
+// travels to it (keys, approvals, tokens) must not cross a network in
+// the clear.
+func secureURL(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.User != nil {
+		return false
+	}
+	switch u.Scheme {
+	case "https":
+		return true
+	case "http":
+		h := u.Hostname()
+		if h == "localhost" {
+			return true
+		}
+		ip := net.ParseIP(h)
+		return ip != nil && ip.IsLoopback()
+	}
+	return false
+}
 
-func validatePolicy(key string, p *Policy, bad func(key, format string, a ...any)) {
+func validatePolicy(key string, p *Policy, base, home string, bad func(key, format string, a ...any)) {
 	if p == nil {
 		return
 	}
 	if p.Mode != "" && !slices.Contains(Decisions, p.Mode) {
 		bad(key+".mode", "must be allow, deny, ask or forward (or yes, no), got %q", p.Mode)
 	}
-	if p.Mode == "forward" {
-		bad(key+".mode", forwardNotYet)
-	}
+	forwards := p.Mode == "forward"
 	for i, r := range p.Rules {
 		k := fmt.Sprintf("%s.rules[%d]", key, i)
 		if !slices.Contains(Decisions, r.Decision) {
 			bad(k+".decision", "must be allow, deny, ask or forward (or yes, no), got %q", r.Decision)
 		}
-		if r.Decision == "forward" {
-			bad(k+".decision", forwardNotYet)
-		}
+		forwards = forwards || r.Decision == "forward"
 		if r.Tool == "" && r.Command == "" {
 			bad(k, "needs tool, command or both")
+		}
+	}
+	switch f := p.Forward; {
+	case f == nil && forwards:
+		bad(key+".forward", "is required when the mode or a rule says forward: {url, tokenFile} of the upstream approver")
+	case f != nil:
+		if !secureURL(f.URL) {
+			bad(key+".forward.url", "must be https:// (plain http only on loopback), got %q", f.URL)
+		}
+		if (f.Token == "") == (f.TokenFile == "") {
+			bad(key+".forward", "needs exactly one of token and tokenFile (the upstream's operator token)")
+		}
+		if f.TokenFile != "" {
+			f.TokenFile = resolve(f.TokenFile, base, home)
+			if _, err := os.Stat(f.TokenFile); err != nil {
+				bad(key+".forward.tokenFile", "%q cannot be read: %v", f.TokenFile, err)
+			}
 		}
 	}
 	for i, a := range p.Approvers {

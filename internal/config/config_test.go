@@ -191,6 +191,13 @@ func TestPolicyConfig(t *testing.T) {
 		{"approver", "policy: {approvers: [slack]}\n", `policy.approvers[0]: must be dashboard or client, got "slack"`},
 		{"target policy", "targets: [{name: a, kind: local, workspace: ., policy: {mode: nope}}]\n", "targets[0].policy.mode"},
 		{"wait", "approvals: {waitSeconds: 400}\n", "approvals: "},
+		{"forward without upstream", "policy: {mode: forward}\n", "policy.forward: is required"},
+		{"forward rule without upstream", "policy: {rules: [{command: ls, decision: forward}]}\n", "policy.forward: is required"},
+		{"forward over http", "policy: {mode: forward, forward: {url: 'http://parent.example/api/approvals', token: t}}\n", "policy.forward.url: must be https://"},
+		{"forward loopback look-alike", "policy: {mode: forward, forward: {url: 'http://127.0.0.1.evil.example/api/approvals', token: t}}\n", "policy.forward.url: must be https://"},
+		{"forward token", "policy: {mode: forward, forward: {url: 'https://parent.example/api/approvals'}}\n", "policy.forward: needs exactly one of token and tokenFile"},
+		{"forward token file", "policy: {mode: forward, forward: {url: 'https://p.example/a', tokenFile: missing.token}}\n", "policy.forward.tokenFile"},
+		{"jwks loopback look-alike", "auth: {issuers: [{issuer: idp, audience: me, jwksUrl: 'http://localhost.evil.example/jwks'}]}\n", "auth.issuers[0].jwksUrl: must be https://"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := config.Parse([]byte(tc.yaml), dir, "/home/x")

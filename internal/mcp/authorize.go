@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tandem-sh/tandem/internal/approval"
+	"github.com/tandem-sh/tandem/internal/forward"
 	"github.com/tandem-sh/tandem/internal/policy"
 	"github.com/tandem-sh/tandem/internal/session"
 )
@@ -17,8 +18,16 @@ type Judge interface {
 	Decide(in policy.Input) policy.Verdict
 }
 
+// Upstream is an approver a policy forwards to; *forward.Client
+// implements it.
+type Upstream interface {
+	Ask(ctx context.Context, r forward.Request, wait time.Duration) (forward.Answer, error)
+}
+
 // Policy is one target's policy as the server applies it.
 type Policy struct {
+	// Upstream answers the forward decision; nil refuses it.
+	Upstream Upstream
 	// Judge decides; nil allows everything.
 	Judge Judge
 	// AskClient lets the agent's client answer an ask by elicitation,
@@ -46,7 +55,7 @@ func readOnly(tool string) bool {
 
 // commandTool says whether a tool's action is a shell command, which the
 // policy parses and judges.
-func commandTool(tool string) bool { return tool == "ssh_exec" }
+func commandTool(tool string) bool { return tool == "ssh_exec" || tool == claudeCommandTool }
 
 // authorize asks the policy whether the call's action may happen, and
 // when it says ask, asks a human through the broker. It returns nil when
@@ -75,10 +84,10 @@ func (s *Server) authorize(ctx context.Context, c session.Caller, tool, targetNa
 		return fail(codePolicyDenied, fmt.Sprintf("The policy does not allow %s: %s. Nothing was run. Do not retry it as is; find another way, or ask the operator.", what, v.Reason),
 			reply{"rule": v.Rule})
 	case policy.Forward:
-		// Forwarding to an upstream approver is not built yet; config
-		// validation refuses it, so only a hand-built policy lands here.
-		return fail(codePolicyDenied, fmt.Sprintf("The policy forwards %s to an upstream approver, which this tandem cannot reach. Nothing was run.", what),
-			reply{"rule": v.Rule})
+		if pol.Upstream == nil {
+			return fail(codePolicyDenied, fmt.Sprintf("The policy forwards %s to an upstream approver, but none is configured. Nothing was run.", what),
+				reply{"rule": v.Rule})
+		}
 	}
 	b := s.deps.Approvals
 	if b == nil {
@@ -108,7 +117,12 @@ func (s *Server) authorize(ctx context.Context, c session.Caller, tool, targetNa
 		}
 	}
 	askForm := false
-	if pol.AskClient && clientCanElicit(ss) {
+	if v.Decision == policy.Forward {
+		// The upstream decides; this tandem's own dashboard may still
+		// answer first.
+		wait := b.Options().Wait
+		hooks.OnPending = func(a approval.Approval) { go s.forwardUp(ctx, pol.Upstream, a, wait) }
+	} else if pol.AskClient && clientCanElicit(ss) {
 		ectx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		switch {
@@ -187,4 +201,84 @@ func sessionAction(c session.Caller, sess *session.Session, tool, command string
 		a.Cwd = sess.Info().Cwd
 	}
 	return a
+}
+
+// forwardUp asks the upstream about a pending approval and records its
+// answer here. An upstream that cannot be reached denies, saying so;
+// pending leaves the approval open for the agent's repeat.
+func (s *Server) forwardUp(ctx context.Context, up Upstream, a approval.Approval, wait time.Duration) {
+	ans, err := up.Ask(ctx, forward.Request{Approval: a.Request}, max(wait-time.Second, time.Second))
+	d := approval.Decision{By: approval.ByUpstream, Approver: ans.DecidedBy, Reason: ans.Message}
+	switch {
+	case err != nil:
+		if ctx.Err() != nil {
+			return // the call is gone; its repeat asks again
+		}
+		s.log.Warn("the upstream approver gave no answer; denying", "approval", a.ID, "err", err)
+		d.Reason = "the upstream approver could not be reached (" + err.Error() + ")"
+	case ans.Behavior == forward.Allow:
+		d.Approved = true
+	case ans.Behavior == forward.Deny:
+		if d.Reason == "" {
+			d.Reason = "denied upstream"
+		}
+	default: // pending upstream
+		return
+	}
+	if _, err := s.deps.Approvals.Decide(context.WithoutCancel(ctx), a.ID, d); err != nil {
+		s.log.Debug("the upstream's answer came after another", "approval", a.ID, "err", err)
+	}
+}
+
+// Forwarded decides an approval a downstream tandem forwarded here, by
+// this tandem's own policy for the action's tenant and target, and its
+// own approvers: so chains of tandems end at a human's dashboard.
+func (s *Server) Forwarded(ctx context.Context, r forward.Request) forward.Answer {
+	act := r.Approval.Action
+	if s.deps.Policy == nil {
+		return forward.Answer{Behavior: forward.Allow, DecidedBy: "rule"}
+	}
+	pol := s.deps.Policy(act.Tenant, act.Target)
+	if pol.Judge == nil {
+		return forward.Answer{Behavior: forward.Allow, DecidedBy: "rule"}
+	}
+	v := pol.Judge.Decide(policy.Input{Tool: act.Tool, Command: act.Command, HasCommand: commandTool(act.Tool)})
+	switch v.Decision {
+	case policy.Allow:
+		return forward.Answer{Behavior: forward.Allow, DecidedBy: "rule", Message: v.Rule}
+	case policy.Deny:
+		return forward.Answer{Behavior: forward.Deny, DecidedBy: "rule", Message: "the upstream's policy does not allow it: " + v.Reason}
+	}
+	b := s.deps.Approvals
+	if b == nil || (v.Decision == policy.Forward && pol.Upstream == nil) {
+		return forward.Answer{Behavior: forward.Deny, Message: "the upstream tandem has no approver to ask"}
+	}
+	wait := min(time.Duration(max(r.WaitSeconds, 1))*time.Second, b.Options().Wait)
+	hooks := approval.Hooks{Wait: wait}
+	if v.Decision == policy.Forward {
+		hooks.OnPending = func(a approval.Approval) { go s.forwardUp(ctx, pol.Upstream, a, wait) }
+	}
+	out, err := b.Ask(ctx, act, v.Rule, v.Reason, hooks)
+	if err != nil {
+		return forward.Answer{Behavior: forward.Deny, Message: "the upstream tandem could not ask: " + err.Error()}
+	}
+	a := out.Approval
+	ans := forward.Answer{ID: a.ID, ExpiresAt: a.Expires}
+	if a.Decision != nil {
+		ans.DecidedBy, ans.Message = a.Decision.By, a.Decision.Reason
+	}
+	switch out.Kind {
+	case approval.Run:
+		ans.Behavior = forward.Allow
+		if out.Remembered {
+			ans.DecidedBy = "remembered"
+		}
+	case approval.Refused:
+		ans.Behavior = forward.Deny
+	case approval.TimedOut:
+		ans.Behavior, ans.Message = forward.Deny, "nobody approved it upstream before it expired"
+	default:
+		ans.Behavior = forward.Pending
+	}
+	return ans
 }

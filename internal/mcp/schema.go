@@ -159,6 +159,12 @@ func inputSchema(props schema, required ...string) json.RawMessage {
 var (
 	sessionSchema = inputSchema(sessionProps, "sessionName", "sessionToken")
 
+	approveSchema = inputSchema(schema{
+		"tool_name":   typed("string", "The Claude Code tool about to be used, e.g. Bash, Edit, Write, WebFetch."),
+		"input":       schema{"type": "object", "description": "That tool's input, as Claude Code would pass it; Bash's command is judged as a shell command."},
+		"tool_use_id": typed("string", "Claude Code's id of this tool use (recorded, not judged)."),
+	}, "tool_name", "input")
+
 	execSchema = inputSchema(merge(sessionProps, schema{
 		"command":        typed("string", "The command line, run by bash in the shared shell (up to 1 MiB)."),
 		"timeoutSeconds": typed("number", "How long to wait for the command (default 120). It keeps running after that: read it back with ssh_read_output, or stop it with ssh_cancel."),

@@ -182,6 +182,9 @@ type call struct {
 	// input, if set, is the call's answer instead of its reply: requests
 	// for the client (protocol 2026-07-28), which repeats the call.
 	input mcp.InputRequestMap
+	// raw, if set, is sent instead of the reply's usual rendering: a
+	// result in another program's shape (permissions__approve).
+	raw *mcp.CallToolResult
 }
 
 // timeouter is implemented by arguments that carry their own timeout.
@@ -232,8 +235,11 @@ func handler[A any](s *Server, name string, run func(ctx context.Context, c sess
 			}
 			s.audit(ctx, c, name, info, r, start)
 			res, err = result(r), nil
-			if info.input != nil {
+			switch {
+			case info.input != nil:
 				res = &mcp.CallToolResult{InputRequests: info.input}
+			case info.raw != nil:
+				res = info.raw
 			}
 		}()
 		switch {
@@ -343,7 +349,9 @@ type toolSpec struct {
 	out               schema
 	readOnly          bool
 	destructive       bool
-	handler           mcp.ToolHandler
+	// plain tools declare no output schema: their reply is not tandem's.
+	plain   bool
+	handler mcp.ToolHandler
 }
 
 func (s *Server) register() {
@@ -398,6 +406,9 @@ func (s *Server) register() {
 			desc:    "Interrupt your running command: Ctrl-C, then SIGTERM and SIGKILL after a grace period.",
 			out:     schema{"result": resultSchema},
 			handler: handler(s, "ssh_cancel", s.cancel)},
+		{name: permissionsTool, title: "Approve a Claude Code tool use", in: approveSchema, plain: true,
+			desc:    "For Claude Code's --permission-prompt-tool: decides whether Claude Code may use one of its own tools (Bash commands are parsed as ssh_exec's are), by tandem's policy and, where it asks, a human. Answers one text content: {\"behavior\":\"allow\",\"updatedInput\":…} or {\"behavior\":\"deny\",\"message\":…}.",
+			handler: handler(s, permissionsTool, s.approvePermission)},
 	} {
 		ann := &mcp.ToolAnnotations{Title: t.title, ReadOnlyHint: t.readOnly, OpenWorldHint: &yes}
 		if !t.readOnly {
@@ -406,8 +417,11 @@ func (s *Server) register() {
 				ann.DestructiveHint = &yes
 			}
 		}
-		s.srv.AddTool(&mcp.Tool{Name: t.name, Title: t.title, Description: t.desc, Annotations: ann,
-			InputSchema: t.in, OutputSchema: outputSchema(t.out)}, t.handler)
+		tool := &mcp.Tool{Name: t.name, Title: t.title, Description: t.desc, Annotations: ann, InputSchema: t.in}
+		if !t.plain {
+			tool.OutputSchema = outputSchema(t.out)
+		}
+		s.srv.AddTool(tool, t.handler)
 	}
 	s.srv.AddResourceTemplate(&mcp.ResourceTemplate{
 		Name: "command-output", URITemplate: outputURIPrefix + "{commandId}/{stream}{?page}", MIMEType: "text/plain",

@@ -442,3 +442,27 @@ func TestNewChecksOperator(t *testing.T) {
 		}()
 	}
 }
+
+// TestDashboardBearer: an upstream approver answering later sends the
+// operator token as a bearer token, with no cookie and no Origin; a wrong
+// bearer token is refused even beside the right cookie.
+func TestDashboardBearer(t *testing.T) {
+	b := newBroker()
+	base := startDashboard(t, testOperator(b, newDirectory(liveRow)), sessions{})
+	ask(t, b, testAction("make deploy"))
+	id := waitPending(t, b, 1)[0].ID
+	decide := "/api/approvals/" + id + "/decision"
+	status, raw, m := request{method: "POST", path: decide, body: `{"approve":true}`,
+		header: map[string]string{"Authorization": "Bearer wrong", "Origin": ""}}.do(t, base)
+	if status != http.StatusUnauthorized || m["error"] != "unauthenticated" {
+		t.Fatalf("wrong bearer beside the right cookie: %d %s", status, raw)
+	}
+	status, raw, _ = request{method: "POST", path: decide, body: `{"approve":true,"reason":"upstream says yes"}`, cookie: "-",
+		header: map[string]string{"Authorization": "Bearer " + operatorToken, "Origin": ""}}.do(t, base)
+	if status != http.StatusOK {
+		t.Fatalf("bearer decision: %d %s", status, raw)
+	}
+	if a, ok := b.Get(id); !ok || a.Status != approval.Approved {
+		t.Fatalf("after the bearer decision: %+v", a)
+	}
+}

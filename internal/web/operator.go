@@ -200,13 +200,25 @@ func (s *Server) serveDashboard(w http.ResponseWriter, r *http.Request) {
 // dashboard's own origin (403) with a JSON body (415).
 func (s *Server) operatorAPI(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.signedIn(r) {
+		// A program (an upstream approver answering later) may send the
+		// operator token as a bearer token instead of the cookie. No
+		// browser attaches that header on its own, so such a request
+		// needs no Origin check.
+		bearer := false
+		if got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+			if !s.tokenOK(got) {
+				writeError(w, http.StatusUnauthorized, "unauthenticated", "the bearer token is not this tandem's operator token")
+				return
+			}
+			bearer = true
+		}
+		if !bearer && !s.signedIn(r) {
 			writeError(w, http.StatusUnauthorized, "unauthenticated",
 				"sign in with the dashboard link tandem printed when it started, or the one `tandem dashboard-url` prints")
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			if !sameOrigin(r) {
+			if !bearer && !sameOrigin(r) {
 				s.log.Debug("web: cross-origin dashboard request refused", "origin", r.Header.Get("Origin"), "remote", r.RemoteAddr)
 				writeError(w, http.StatusForbidden, "cross_origin", "the request did not come from the dashboard's own page")
 				return
