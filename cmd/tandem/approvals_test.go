@@ -215,3 +215,20 @@ func TestDenyModeOverStdio(t *testing.T) {
 	}
 	wantError(t, s.call(t, "ssh_disconnect", map[string]any{"sessionName": "d", "sessionToken": tok}), "policy_denied")
 }
+
+// TestPendingThenDashboard: the call answers approval_pending; the
+// operator approves on the dashboard; the agent's identical repeat runs,
+// once, and a third identical call asks again.
+func TestPendingThenDashboard(t *testing.T) {
+	srv := startServer(t, serverOpts{config: askConfig(t.TempDir())})
+	op := newOperatorClient(t, srv)
+	tok := str(mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": "p"}))["sessionToken"])
+	s := sess{srv, "p", tok}
+	e := wantError(t, s.exec(t, "echo later"), "approval_pending")
+	op.do(t, http.MethodPost, "/api/approvals/"+str(e["approvalId"])+"/decision", `{"approve":true}`)
+	r := s.exec(t, "echo later")
+	if got := result(t, r)["stdout"]; got != "later\n" || r["approvalId"] != e["approvalId"] {
+		t.Fatalf("repeat after the dashboard approved: %v", r)
+	}
+	wantError(t, s.exec(t, "echo later"), "approval_pending")
+}

@@ -2,11 +2,14 @@ package mcp_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tandem-sh/tandem/internal/approval"
 	"github.com/tandem-sh/tandem/internal/mcp"
@@ -226,4 +229,62 @@ func answer(t *testing.T, b *approval.Broker, d approval.Decision) {
 			}
 		}
 	}()
+}
+
+// TestApprovalProgress: a client that sent a progress token hears, while
+// its call waits for a human, that it waits and for what.
+func TestApprovalProgress(t *testing.T) {
+	p, err := policy.Compile("ask", []policy.RuleSpec{{Tool: "ssh_connect", Decision: "allow"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := approval.New(approval.Options{Wait: 30 * time.Second})
+	f := newServerWith(t, 0, func(d *mcp.Deps) {
+		d.Heartbeat = 300 * time.Millisecond
+		d.Policy = func(string, string) mcp.Policy { return mcp.Policy{Judge: p} }
+		d.Approvals = b
+	})
+	notes := make(chan string, 100)
+	ctx := context.Background()
+	ct, st := sdk.NewInMemoryTransports()
+	ss, err := f.srv.MCP().Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "p", Version: "1"}, &sdk.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) {
+			notes <- r.Params.Message
+		}}).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close(); _ = ss.Close() })
+	s := connect(t, &mcptest.Client{CS: cs}, "w")
+	// The human answers once the client has heard twice that it waits.
+	go func() {
+		heard := 0
+		for msg := range notes {
+			if strings.Contains(msg, "waiting") && strings.Contains(msg, "echo patient") {
+				if heard++; heard == 2 {
+					if pend := b.Pending(); len(pend) == 1 {
+						_, _ = b.Decide(ctx, pend[0].ID, approval.Decision{Approved: true, By: approval.ByDashboard})
+					}
+					return
+				}
+			}
+		}
+	}()
+	params := &sdk.CallToolParams{Name: "ssh_exec", Arguments: map[string]any{"sessionName": s.Name, "sessionToken": s.Token, "command": "echo patient"}}
+	params.SetProgressToken("w-1")
+	res, err := cs.CallTool(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r map[string]any
+	if err := json.Unmarshal([]byte(res.Content[0].(*sdk.TextContent).Text), &r); err != nil {
+		t.Fatal(err)
+	}
+	if got := mcptest.Str(mcptest.Result(t, r)["stdout"]); got != "patient\n" {
+		t.Fatalf("after the wait: %v", mcptest.Short(r))
+	}
 }
