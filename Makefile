@@ -56,5 +56,5 @@ fuzz:
 # Test dependencies on Debian/Ubuntu (run as root).
 deps:
 	apt-get update
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openssh-server chromium asciinema less python3 git
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openssh-server chromium asciinema less python3 git postgresql
 	mkdir -p /run/sshd

@@ -214,6 +214,22 @@ func TestDenyModeOverStdio(t *testing.T) {
 		t.Errorf("allowed by rule: %v", r)
 	}
 	wantError(t, s.call(t, "ssh_disconnect", map[string]any{"sessionName": "d", "sessionToken": tok}), "policy_denied")
+	// The recording shows the allowed command once it is written, and
+	// never the refused one.
+	var cast string
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(cast, "allowed") && time.Now().Before(deadline) {
+		files, _ := filepath.Glob(filepath.Join(s.dataDir, "recordings", "*.cast"))
+		if len(files) == 1 {
+			b, _ := os.ReadFile(files[0])
+			cast = string(b)
+		}
+		time.Sleep(20 * time.Millisecond) // until the recording's flusher has written what the terminal showed
+	}
+	if !strings.Contains(cast, "allowed") || strings.Contains(cast, "refused") {
+		t.Errorf("recording: allowed command present %v, refused command present %v",
+			strings.Contains(cast, "allowed"), strings.Contains(cast, "refused"))
+	}
 }
 
 // TestPendingThenDashboard: the call answers approval_pending; the

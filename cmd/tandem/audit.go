@@ -18,6 +18,7 @@ import (
 
 	"github.com/tandem-sh/tandem/internal/audit"
 	"github.com/tandem-sh/tandem/internal/store"
+	"github.com/tandem-sh/tandem/internal/store/sqlite"
 )
 
 func auditCmd(stdout io.Writer) *cobra.Command {
@@ -111,22 +112,22 @@ func auditTailCmd(stdout io.Writer) *cobra.Command {
 
 // openAuditStore opens the store of a data dir that must already hold one:
 // reading an audit log should not create an empty one somewhere else.
-func openAuditStore(ctx context.Context, dataDir string) (*store.SQLite, error) {
+func openAuditStore(ctx context.Context, dataDir string) (*sqlite.DB, error) {
 	if dataDir == "" {
 		home, _ := os.UserHomeDir()
 		dataDir = defaultDataDir(home)
 	}
-	if _, err := os.Stat(filepath.Join(dataDir, store.FileName)); err != nil {
+	if _, err := os.Stat(filepath.Join(dataDir, sqlite.FileName)); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("no audit log in %s: tandem has not run with this --data-dir", dataDir)
 		}
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
-	return store.Open(ctx, dataDir)
+	return sqlite.Open(ctx, dataDir)
 }
 
 // auditRecordAt finds one record by seq, if it can still be read.
-func auditRecordAt(ctx context.Context, st *store.SQLite, seq int64) (store.AuditRecord, bool) {
+func auditRecordAt(ctx context.Context, st store.Store, seq int64) (store.AuditRecord, bool) {
 	var found store.AuditRecord
 	stop := errors.New("found")
 	err := st.ScanAudit(ctx, func(r store.AuditRecord) error {

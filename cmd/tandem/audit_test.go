@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/audit"
-	"github.com/tandem-sh/tandem/internal/store"
+	"github.com/tandem-sh/tandem/internal/store/sqlite"
 )
 
 // auditDataDir makes a data dir whose log holds a session start, then
@@ -23,7 +23,7 @@ func auditDataDir(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "state")
-	st, err := store.Open(ctx, dir)
+	st, err := sqlite.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
 func TestAuditCLIVerify(t *testing.T) {
 	good := auditDataDir(t)
 	broken := auditDataDir(t)
-	db, err := sql.Open("sqlite", filepath.Join(broken, store.FileName))
+	db, err := sql.Open("sqlite", filepath.Join(broken, sqlite.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestAuditCLITail(t *testing.T) {
 	if _, _, err := runCLI(t, "audit", "tail"); err == nil || !strings.Contains(err.Error(), filepath.Join(xdg, "tandem")) {
 		t.Fatalf("default data dir: %v; want it to name %s", err, filepath.Join(xdg, "tandem"))
 	}
-	st, err := store.Open(context.Background(), filepath.Join(xdg, "tandem"))
+	st, err := sqlite.Open(context.Background(), filepath.Join(xdg, "tandem"))
 	if err != nil {
 		t.Fatal(err)
 	}

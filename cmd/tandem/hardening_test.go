@@ -19,7 +19,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/tandem-sh/tandem/internal/store"
+	"github.com/tandem-sh/tandem/internal/store/sqlite"
 	"github.com/tandem-sh/tandem/internal/testenv"
 )
 
@@ -310,7 +310,7 @@ func TestSandboxReachesNoSharedTemp(t *testing.T) {
 // process would, until the returned func is called.
 func lockDB(t *testing.T, dataDir string) func() {
 	t.Helper()
-	db, err := sql.Open("sqlite", filepath.Join(dataDir, store.FileName))
+	db, err := sql.Open("sqlite", filepath.Join(dataDir, sqlite.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +424,7 @@ func TestClientCancelInterrupts(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	db, err := sql.Open("sqlite", filepath.Join(s.srv.dataDir, store.FileName))
+	db, err := sql.Open("sqlite", filepath.Join(s.srv.dataDir, sqlite.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,7 +143,10 @@ func startServer(t testing.TB, o serverOpts) *server {
 func (s *server) waitExit(t testing.TB, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	for testenv.Running(s.cmd.Process.Pid) {
+	// The main thread turns zombie before the others have exited and
+	// closed the process's files (its instance lock among them): wait for
+	// every thread.
+	for testenv.Running(s.cmd.Process.Pid) || threadsLeft(s.cmd.Process.Pid) {
 		if time.Now().After(deadline) {
 			t.Fatalf("tandem (pid %d) still running after %v", s.cmd.Process.Pid, timeout)
 		}
@@ -177,3 +180,23 @@ var (
 )
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// threadsLeft reports whether any thread of pid is neither gone nor a
+// zombie.
+func threadsLeft(pid int) bool {
+	stats, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) {
+			continue
+		}
+		if state := b[i+2]; state != 'Z' && state != 'X' {
+			return true
+		}
+	}
+	return false
+}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/tandem-sh/tandem/internal/store"
+	"github.com/tandem-sh/tandem/internal/store/sqlite"
 )
 
 // typeOverWebSocket types as a browser would, over the terminal's socket,
@@ -60,7 +60,7 @@ func TestHistoryPersisted(t *testing.T) {
 	mustOK(t, s.srv.call(t, "ssh_disconnect", map[string]any{"sessionName": s.name, "sessionToken": s.tok}))
 	_ = s.srv.cs.Close() // closes stdin and waits for the process
 
-	st, err := store.Open(context.Background(), s.srv.dataDir)
+	st, err := sqlite.Open(context.Background(), s.srv.dataDir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -12,6 +15,7 @@ import (
 	"github.com/tandem-sh/tandem/internal/config"
 	"github.com/tandem-sh/tandem/internal/forward"
 	"github.com/tandem-sh/tandem/internal/mcp"
+	"github.com/tandem-sh/tandem/internal/metrics"
 	"github.com/tandem-sh/tandem/internal/policy"
 )
 
@@ -101,4 +105,33 @@ func askClient(approvers []string, httpMode bool) bool {
 		return !httpMode
 	}
 	return slices.Contains(approvers, "client")
+}
+
+// countedJournal counts each decision for the metrics as it records it.
+type countedJournal struct {
+	approval.Journal
+	met *metrics.Metrics
+}
+
+func (j countedJournal) Decided(ctx context.Context, a approval.Approval) error {
+	by := ""
+	if a.Decision != nil {
+		by = a.Decision.By
+	}
+	j.met.ApprovalDecided(string(a.Status), by)
+	return j.Journal.Decided(ctx, a)
+}
+
+// readyz answers 200 while calls can be served and recorded (the audit
+// log is writable), else 503 with the reason.
+func readyz(srv *mcp.Server) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := srv.Ready(ctx); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
 }

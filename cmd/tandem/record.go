@@ -6,23 +6,31 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/audit"
 	"github.com/tandem-sh/tandem/internal/instance"
 	"github.com/tandem-sh/tandem/internal/journal"
 	"github.com/tandem-sh/tandem/internal/store"
+	"github.com/tandem-sh/tandem/internal/store/postgres"
+	"github.com/tandem-sh/tandem/internal/store/sqlite"
 )
 
 // heartbeatEvery is how often a live process says so in the store (the
-// lock file is what proves it on this host; the heartbeat is for people and
-// for a shared store later).
+// lock file is what proves it on this host; on a shared store, the
+// heartbeat is what tells other nodes it lives).
 const heartbeatEvery = 5 * time.Second
+
+// sharedLease is how stale a heartbeat must be, on a shared store, before
+// other nodes take its instance for dead and end its sessions: three
+// missed heartbeats.
+const sharedLease = 3 * heartbeatEvery
 
 // durable is a serve process's durable record: store, audit log, journal
 // and its instance registration.
 type durable struct {
-	st      *store.SQLite
+	st      store.Store
 	audit   *audit.Log
 	journal *journal.Journal
 	inst    *instance.Instance
@@ -30,12 +38,40 @@ type durable struct {
 	beating chan struct{}
 }
 
-// openRecord opens the data dir's store, registers this process, and ends
-// the sessions of tandem processes that died (server_restart).
-func openRecord(ctx context.Context, dataDir string, log *slog.Logger) (*durable, error) {
-	st, err := store.Open(ctx, dataDir)
+// openStore opens the store --store names: SQLite in the data dir when
+// it is empty, PostgreSQL for a postgres:// or postgresql:// URL. shared
+// says whether tandem processes of other data dirs (other nodes) may use
+// it too.
+func openStore(ctx context.Context, dataDir, storeURL string) (st store.Store, shared bool, err error) {
+	scheme, _, _ := strings.Cut(storeURL, "://")
+	switch {
+	case storeURL == "":
+		db, err := sqlite.Open(ctx, dataDir)
+		if err != nil {
+			return nil, false, err
+		}
+		return db, false, nil
+	case strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql"):
+		db, err := postgres.Open(ctx, storeURL)
+		if err != nil {
+			return nil, false, err
+		}
+		return db, true, nil
+	default:
+		return nil, false, fmt.Errorf("--store %q: want postgres://… or postgresql://… (PostgreSQL), or no --store for SQLite in the data dir",
+			postgres.Redact(storeURL))
+	}
+}
+
+// openRecord opens the store, registers this process, and ends the
+// sessions of tandem processes that died (server_restart).
+func openRecord(ctx context.Context, dataDir, storeURL string, log *slog.Logger) (*durable, error) {
+	st, shared, err := openStore(ctx, dataDir, storeURL)
 	if err != nil {
 		return nil, err
+	}
+	if shared {
+		log.Info("sessions, approvals and the audit log are in PostgreSQL", "store", postgres.Redact(storeURL))
 	}
 	inst, err := instance.Acquire(dataDir)
 	if err != nil {
@@ -50,7 +86,11 @@ func openRecord(ctx context.Context, dataDir string, log *slog.Logger) (*durable
 	}
 	d := &durable{st: st, audit: audit.New(st), inst: inst, beating: make(chan struct{})}
 	d.journal = journal.New(st, d.audit, inst.ID, log)
-	n, err := d.journal.Recover(ctx, func(id string) (bool, error) { return instance.Alive(dataDir, id) })
+	alive := func(id string) (bool, error) { return instance.Alive(dataDir, id) }
+	if shared {
+		alive = leaseAlive(ctx, st, dataDir)
+	}
+	n, err := d.journal.Recover(ctx, alive)
 	if err != nil {
 		d.close(log)
 		return nil, fmt.Errorf("end the sessions of stopped tandem processes: %w", err)
@@ -62,6 +102,30 @@ func openRecord(ctx context.Context, dataDir string, log *slog.Logger) (*durable
 	d.stop = stop
 	go d.heartbeat(hctx, log)
 	return d, nil
+}
+
+// leaseAlive tells live instances from dead ones on a shared store, where
+// most instances are other nodes' and have no lock file in this data dir:
+// an instance is alive while its lock here is held, or while it is not
+// ended and its last heartbeat is younger than sharedLease. So a node never
+// ends the sessions of a live neighbour on another machine, and ends a dead
+// one's after the lease, whether it died or lost the database. Heartbeats
+// carry their node's clock: nodes' clocks must agree to well within the
+// lease (NTP does).
+func leaseAlive(ctx context.Context, st store.Store, dataDir string) func(id string) (bool, error) {
+	return func(id string) (bool, error) {
+		if live, err := instance.Alive(dataDir, id); live || err != nil {
+			return live, err
+		}
+		in, err := st.Instance(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return in.EndedAt.IsZero() && time.Since(in.HeartbeatAt) < sharedLease, nil
+	}
 }
 
 func (d *durable) heartbeat(ctx context.Context, log *slog.Logger) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -74,6 +75,9 @@ func TestRestartStory(t *testing.T) {
 		mustOK(t, s.exec(t, cmd))
 		acked["ssh_exec"]++
 	}
+	// The recording is written behind the terminal, not before the reply:
+	// kill only once it shows what the human saw, as the replay must.
+	waitRecording(t, a.dataDir, "two")
 	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -210,4 +214,20 @@ func TestClientLeavingEndsAndAuditsSessions(t *testing.T) {
 			t.Fatalf("round %d: %d session_end records, want 2", i, ends)
 		}
 	}
+}
+
+// waitRecording waits until a recording in dataDir holds text.
+func waitRecording(t *testing.T, dataDir, text string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		files, _ := filepath.Glob(filepath.Join(dataDir, "recordings", "*.cast"))
+		for _, f := range files {
+			if b, _ := os.ReadFile(f); strings.Contains(string(b), text) {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond) // the recording's flusher writes every few ms
+	}
+	t.Fatalf("no recording in %s shows %q after 10 s", dataDir, text)
 }

@@ -17,9 +17,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/tandem-sh/tandem/internal/approval"
 	"github.com/tandem-sh/tandem/internal/config"
 	"github.com/tandem-sh/tandem/internal/forward"
 	"github.com/tandem-sh/tandem/internal/mcp"
+	"github.com/tandem-sh/tandem/internal/metrics"
 	"github.com/tandem-sh/tandem/internal/sandbox"
 	"github.com/tandem-sh/tandem/internal/session"
 	"github.com/tandem-sh/tandem/internal/spool"
@@ -33,7 +35,9 @@ type serveFlags struct {
 	workspace string
 	web       string
 	dataDir   string
+	store     string // --store: "" for SQLite in the data dir, or a postgres:// URL
 	logLevel  string
+	logFormat string // text or json
 	http      string // HTTP mode's listener; "" serves stdio
 	tlsCert   string
 	tlsKey    string
@@ -58,7 +62,9 @@ func serveCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	c.Flags().StringVar(&f.web, "web", "127.0.0.1:7777", "address of the browser terminal; a taken port falls back to a free one")
 	c.Flags().StringVar(&f.workspace, "workspace", "", "the local target's workspace, without --config (default: the current directory)")
 	c.Flags().StringVar(&f.dataDir, "data-dir", "", "state directory (default $XDG_STATE_HOME/tandem or ~/.local/state/tandem)")
+	c.Flags().StringVar(&f.store, "store", "", "where sessions, approvals and the audit log are kept: postgres://user@host:port/db (or postgresql://…) shares them between nodes (default: SQLite in the data dir)")
 	c.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
+	c.Flags().StringVar(&f.logFormat, "log-format", "text", "text, or json for a log collector")
 	c.Flags().StringVar(&f.http, "http", "", "serve MCP over Streamable HTTP at /mcp on this address (host:port, port 0 picks one) instead of stdio; every request needs a bearer claim")
 	c.Flags().StringVar(&f.tlsCert, "tls-cert", "", "with --http: serve HTTPS with this certificate (PEM)")
 	c.Flags().StringVar(&f.tlsKey, "tls-key", "", "with --http: the certificate's private key (PEM)")
@@ -67,7 +73,7 @@ func serveCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 }
 
 func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io.Writer) error {
-	log, err := newLogger(stderr, f.logLevel)
+	log, err := newLogger(stderr, f.logLevel, f.logFormat)
 	if err != nil {
 		return err
 	}
@@ -107,7 +113,7 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rec, err := openRecord(ctx, dataDir, log)
+	rec, err := openRecord(ctx, dataDir, f.store, log)
 	if err != nil {
 		return err
 	}
@@ -121,7 +127,13 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		return err
 	}
 	base := hm.scheme() + "://" + ln.Addr().String()
-	sessions := session.NewManager(&session.Options{
+	// The gauges read the manager and the broker when Prometheus scrapes.
+	var sessions *session.Manager
+	var broker *approval.Broker
+	met := metrics.New(metrics.Gauges{ActiveSessions: func() int { return sessions.Count() },
+		PendingApprovals: func() int { return len(broker.Pending()) }})
+	sessions = session.NewManager(&session.Options{
+		OnEnd:         func(_ *session.Session, reason string) { met.SessionEnded(reason) },
 		Journal:       rec.journal,
 		Logger:        log,
 		IdleTimeout:   time.Duration(cfg.Limits.IdleTimeout),
@@ -136,9 +148,10 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	if err != nil {
 		return err
 	}
-	broker := newBroker(cfg, rec.journal.Approvals(), log)
+	broker = newBroker(cfg, countedJournal{rec.journal.Approvals(), met}, log)
 	srv := mcp.New(mcp.Deps{
 		Policy:        policies,
+		Observer:      met,
 		Approvals:     broker,
 		Sessions:      sessions,
 		Audit:         rec.audit,
@@ -172,6 +185,9 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	if webOpts.Routes == nil {
 		webOpts.Routes = map[string]http.Handler{}
 	}
+	webOpts.Routes["GET /metrics"] = met.Handler()
+	webOpts.Routes["GET /healthz"] = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	webOpts.Routes["GET /readyz"] = readyz(srv)
 	// Downstream tandems forward their approvals here (policy forward).
 	webOpts.Routes["POST /api/approvals"] = forward.Handler(forward.Either(forward.Token(opTok), hm.approver), srv.Forwarded)
 	webDone := make(chan error, 1)
@@ -415,12 +431,19 @@ func currentUser() string {
 	return "unknown"
 }
 
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
 		return nil, fmt.Errorf("--log-level: %q is not debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+	o := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, o)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, o)), nil
+	}
+	return nil, fmt.Errorf("--log-format: %q is not text or json", format)
 }
 
 // isTerminal reports whether r is a terminal: a person ran tandem serve by

@@ -13,7 +13,7 @@ import (
 
 	"github.com/tandem-sh/tandem/internal/claim"
 	"github.com/tandem-sh/tandem/internal/config"
-	"github.com/tandem-sh/tandem/internal/store"
+	"github.com/tandem-sh/tandem/internal/store/sqlite"
 )
 
 // tokenFlags are what every token subcommand needs to find the key, the
@@ -137,7 +137,7 @@ func tokenRevokeCmd(stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			st, err := store.Open(cmd.Context(), dataDir)
+			st, err := sqlite.Open(cmd.Context(), dataDir)
 			if err != nil {
 				return err
 			}

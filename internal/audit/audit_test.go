@@ -14,11 +14,12 @@ import (
 
 	"github.com/tandem-sh/tandem/internal/audit"
 	"github.com/tandem-sh/tandem/internal/store"
+	"github.com/tandem-sh/tandem/internal/store/sqlite"
 )
 
-func openStore(t testing.TB, dir string) *store.SQLite {
+func openStore(t testing.TB, dir string) *sqlite.DB {
 	t.Helper()
-	st, err := store.Open(context.Background(), dir)
+	st, err := sqlite.Open(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func TestAuditHashCoversEveryField(t *testing.T) {
 // after dropping the triggers that stop tandem's own code.
 func tamper(t *testing.T, dir string, stmts ...string) {
 	t.Helper()
-	db, err := sql.Open("sqlite", filepath.Join(dir, store.FileName))
+	db, err := sql.Open("sqlite", filepath.Join(dir, sqlite.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}

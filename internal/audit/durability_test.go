@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/audit"
-	"github.com/tandem-sh/tandem/internal/store"
+	"github.com/tandem-sh/tandem/internal/store/sqlite"
 )
 
 // burstEnv switches the test binary into a child that appends to the
@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 
 func burst(dir string) int {
 	ctx := context.Background()
-	st, err := store.Open(ctx, dir)
+	st, err := sqlite.Open(ctx, dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -50,7 +50,7 @@ type Reader interface {
 	ScanAudit(ctx context.Context, fn func(Record) error) error
 }
 
-// AuditStore is what a [Log] needs from a store; *store.SQLite has it.
+// AuditStore is what a [Log] needs from a store; every store.Store has it.
 type AuditStore interface {
 	Reader
 	// AppendAudit runs build with the current head and inserts its result,

@@ -9,11 +9,12 @@ import (
 	"github.com/tandem-sh/tandem/internal/audit"
 	"github.com/tandem-sh/tandem/internal/journal"
 	"github.com/tandem-sh/tandem/internal/store"
+	"github.com/tandem-sh/tandem/internal/store/sqlite"
 )
 
 func TestRecoverEndsOnlyDeadInstances(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, t.TempDir())
+	st, err := sqlite.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/tandem-sh/tandem/internal/config"
 	"github.com/tandem-sh/tandem/internal/mcp"
 	"github.com/tandem-sh/tandem/internal/mcptest"
-	"github.com/tandem-sh/tandem/internal/store"
+	"github.com/tandem-sh/tandem/internal/store/sqlite"
 )
 
 // benchExec measures one command through the whole in-process stack: local
@@ -93,7 +93,7 @@ func benchCall(b *testing.B, c *mcptest.Client, s mcptest.Session, cmd string) {
 // -benchtime 10000x for the README figure.
 func BenchmarkAuditedCalls(b *testing.B) {
 	f := newServer(b, 0)
-	st, err := store.Open(context.Background(), b.TempDir())
+	st, err := sqlite.Open(context.Background(), b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}

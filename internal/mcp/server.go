@@ -89,9 +89,18 @@ type Deps struct {
 	// Policy returns the policy of a tenant's target (target "" for an
 	// ad-hoc host); nil, or a nil Judge, allows everything.
 	Policy func(tenant, target string) Policy
+	// Observer, if set, is told of every tool call and audit commit.
+	Observer Observer
 	// Approvals holds the actions that wait for a human. Without it a
 	// policy's ask is refused, as nobody could answer it.
 	Approvals *approval.Broker
+}
+
+// Observer is told of every tool call and its audit commit, for metrics;
+// *metrics.Metrics implements it.
+type Observer interface {
+	ToolCall(tool, outcome string, took time.Duration)
+	AuditAppend(took time.Duration, err error)
 }
 
 // Server is tandem's MCP server.
@@ -204,6 +213,15 @@ func (s *Server) auditReady(ctx context.Context, budget time.Duration) error {
 	return s.deps.Audit.Ready(ctx)
 }
 
+// Ready reports whether calls can be served now: the audit log takes
+// records (or the config lets calls run without it). For /readyz.
+func (s *Server) Ready(ctx context.Context) error {
+	if s.deps.Audit == nil || s.deps.AuditContinue {
+		return nil
+	}
+	return s.deps.Audit.Ready(ctx)
+}
+
 type callKey struct{}
 
 func callFrom(ctx context.Context) *call {
@@ -301,6 +319,9 @@ func (s *Server) audit(ctx context.Context, c session.Caller, tool string, info 
 		info.session = named.SessionName + named.Name
 	}
 	s.log.Debug("tool call", "tool", tool, "ms", time.Since(start).Milliseconds(), "outcome", outcome)
+	if o := s.deps.Observer; o != nil {
+		defer func() { o.ToolCall(tool, outcome, time.Since(start)) }()
+	}
 	if s.deps.Audit == nil || info.skipAudit {
 		return
 	}
@@ -323,7 +344,12 @@ func (s *Server) audit(ctx context.Context, c session.Caller, tool string, info 
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(max(info.budget, time.Second), auditWaitMax))
 	defer cancel()
-	if _, err := s.deps.Audit.Append(actx, rec); err != nil {
+	appendStart := time.Now()
+	_, err := s.deps.Audit.Append(actx, rec)
+	if o := s.deps.Observer; o != nil {
+		o.AuditAppend(time.Since(appendStart), err)
+	}
+	if err != nil {
 		s.log.Error("audit append failed", "tool", tool, "err", err)
 		r["auditError"] = "this call could not be written to the audit log: " + err.Error()
 	}

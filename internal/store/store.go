@@ -9,9 +9,18 @@ import (
 )
 
 // Store is what the rest of tandem needs from durable state, whatever holds
-// it: [SQLite] on one machine, PostgreSQL (to come) for several nodes. Every
-// method is safe for concurrent use by goroutines and by other processes
-// using the same database.
+// it: SQLite on one machine (package store/sqlite), PostgreSQL for several
+// nodes (package store/postgres). Every method is safe for concurrent use by
+// goroutines and by other processes using the same database. The
+// conformance suite in package store/storetest pins these semantics down;
+// both backends pass it.
+//
+// A method that cannot reach the database returns an error matching
+// [ErrUnavailable]. Times come back in UTC. An audit record's Time comes
+// back exactly as stored, to the nanosecond, since its hash covers it;
+// other times at least to the microsecond (PostgreSQL's precision; SQLite
+// keeps nanoseconds). Strings must be valid UTF-8 without NUL bytes:
+// PostgreSQL refuses others.
 type Store interface {
 	// RegisterInstance records a starting tandem process. Its heartbeat
 	// starts at in.StartedAt.
@@ -25,6 +34,10 @@ type Store interface {
 	DeadInstances(ctx context.Context, staleBefore time.Time) ([]Instance, error)
 	// EndInstance marks an instance ended; ending it twice is a no-op.
 	EndInstance(ctx context.Context, id string, at time.Time) error
+	// Instance returns one instance, ended or not; ErrNotFound if the id
+	// was never registered. On a shared database it tells a live neighbour
+	// (a recent heartbeat) from a dead one.
+	Instance(ctx context.Context, id string) (Instance, error)
 
 	// CreateSession adds an active session to the directory. Its instance
 	// must be registered.
@@ -66,15 +79,28 @@ type Store interface {
 	ScanAudit(ctx context.Context, fn func(AuditRecord) error) error
 	// TailAudit returns the last n audit records that pass f, oldest first.
 	TailAudit(ctx context.Context, n int, f AuditFilter) ([]AuditRecord, error)
+	// Writable takes the lock AppendAudit takes and gives it back, waiting
+	// no longer than ctx allows, so a caller learns whether an append would
+	// get through now.
+	Writable(ctx context.Context) error
+
+	// Revoke records that the token jti is revoked. expires is when the
+	// token would have expired anyway: the entry is kept until then, and
+	// not after. Revoking a jti twice keeps the first entry; an empty jti
+	// is an error.
+	Revoke(ctx context.Context, jti string, expires time.Time) error
+	// RevokedJTIs returns the revoked token ids that have not expired yet.
+	RevokedJTIs(ctx context.Context) ([]string, error)
 
 	// AddApproval records a pending approval.
 	AddApproval(ctx context.Context, r ApprovalRow) error
-	// DecideApproval records the answer to a pending approval.
+	// DecideApproval records the answer to a pending approval; an approval
+	// no longer pending keeps its first answer.
 	DecideApproval(ctx context.Context, id, status, by, reason string, at time.Time) error
 	// DenyApprovalsOf denies a gone process's pending approvals, returning them.
 	DenyApprovalsOf(ctx context.Context, instanceID, by, reason string, at time.Time) ([]ApprovalRow, error)
 
-	// Close releases the database. Calls after Close fail.
+	// Close releases the database. Calls after Close fail with an error.
 	Close() error
 }
 
@@ -88,19 +114,32 @@ var (
 	// ErrSchemaTooNew means the database was written by a newer tandem.
 	// Opening it anyway could corrupt what that version relies on.
 	ErrSchemaTooNew = errors.New("database schema is newer than this tandem")
+	// ErrUnavailable means the database cannot be reached or cannot serve
+	// now: PostgreSQL is down or unreachable, or does not answer in time;
+	// SQLite's file stays locked by another process, or cannot be opened.
+	// Trying again later may succeed.
+	ErrUnavailable = errors.New("store unavailable")
 )
 
 // SchemaError says which schema versions disagree when a database is newer
 // than this binary. It matches ErrSchemaTooNew with errors.Is.
 type SchemaError struct {
-	Path  string
-	Found int // the database's schema version
-	Known int // the newest version this binary knows
+	Path  string // the database: a file, or a URL without its password
+	Found int    // the database's schema version
+	Known int    // the newest version this binary knows
+	// Flag is the command-line flag that picks another database:
+	// "--data-dir" when empty.
+	Flag string
 }
 
+// Error says which versions disagree and what to do about it.
 func (e *SchemaError) Error() string {
-	return fmt.Sprintf("%s has schema version %d but this tandem knows only up to %d: upgrade tandem, or use another --data-dir",
-		e.Path, e.Found, e.Known)
+	flag := e.Flag
+	if flag == "" {
+		flag = "--data-dir"
+	}
+	return fmt.Sprintf("%s has schema version %d but this tandem knows only up to %d: upgrade tandem, or use another %s",
+		e.Path, e.Found, e.Known, flag)
 }
 
 // Unwrap lets errors.Is match ErrSchemaTooNew.
@@ -184,16 +223,16 @@ type AuditHead struct {
 	Hash string // "" when the log is empty
 }
 
-// AuditRecord is one stored audit record. internal/audit defines what the
-// fields mean and how Hash is computed (audit.Record is this type); the
-// store keeps every field exactly as given, with Time in UTC.
 // AuditFilter narrows [Store.TailAudit]; empty fields match everything.
 type AuditFilter struct {
 	SessionName string
 	Tenant      string
 }
 
-// AuditRecord is one entry of the hash-chained audit log.
+// AuditRecord is one entry of the hash-chained audit log. internal/audit
+// defines what the fields mean and how Hash is computed (audit.Record is
+// this type); the store keeps every field exactly as given, Args byte for
+// byte, with Time in UTC.
 type AuditRecord struct {
 	Seq              int64           `json:"seq"`
 	Time             time.Time       `json:"time"`
@@ -223,3 +262,26 @@ type AuditRecord struct {
 	PrevHash    string `json:"prevHash"`
 	Hash        string `json:"hash"`
 }
+
+// ApprovalRow is one approval as the store keeps it.
+type ApprovalRow struct {
+	ID, InstanceID, Tenant, Actor, SessionID, SessionName, Target, Tool, Command, Cwd, Fingerprint, Rule string
+	Status, DecidedBy, DecisionReason                                                                    string
+	CreatedAt, ExpiresAt                                                                                 time.Time
+	DecidedAt                                                                                            *time.Time
+}
+
+// CorruptRecordError reports an audit row that cannot be read back as
+// tandem wrote it, such as a time edited into another spelling.
+type CorruptRecordError struct {
+	Seq int64
+	Err error
+}
+
+// Error names the record and what is wrong with it.
+func (e *CorruptRecordError) Error() string {
+	return fmt.Sprintf("audit record %d is unreadable: %v", e.Seq, e.Err)
+}
+
+// Unwrap returns the underlying parse error.
+func (e *CorruptRecordError) Unwrap() error { return e.Err }

@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 // LimitPages lets s's database grow by at most extra pages, as if the disk
 // filled up: a write that needs another page fails with SQLITE_FULL.
 // lift removes the limit again.
-func LimitPages(ctx context.Context, s *SQLite, extra int) (lift func() error, err error) {
+func LimitPages(ctx context.Context, s *DB, extra int) (lift func() error, err error) {
 	// max_page_count is per connection: the single write connection.
 	var n int
 	if err := s.wdb.QueryRowContext(ctx, "PRAGMA page_count").Scan(&n); err != nil {

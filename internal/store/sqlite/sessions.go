@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -8,13 +8,15 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tandem-sh/tandem/internal/store"
 )
 
 const sessionCols = `id, name, tenant, owner, instance_id, target, kind, host, port, username,
 	token_hash, status, created_at, ended_at, end_reason`
 
-// CreateSession implements [Store].
-func (s *SQLite) CreateSession(ctx context.Context, r SessionRow) error {
+// CreateSession implements [store.Store].
+func (s *DB) CreateSession(ctx context.Context, r store.SessionRow) error {
 	if len(r.TokenHash) != 32 {
 		return fmt.Errorf("store create session %q: token hash is %d bytes, want 32 (SHA-256)", r.Name, len(r.TokenHash))
 	}
@@ -27,8 +29,8 @@ func (s *SQLite) CreateSession(ctx context.Context, r SessionRow) error {
 	})
 }
 
-// EndSession implements [Store].
-func (s *SQLite) EndSession(ctx context.Context, id, reason string, at time.Time) error {
+// EndSession implements [store.Store].
+func (s *DB) EndSession(ctx context.Context, id, reason string, at time.Time) error {
 	return s.write(ctx, "store end session", func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx,
 			`UPDATE sessions SET status = 'ended', ended_at = ?, end_reason = ? WHERE id = ? AND status = 'active'`,
@@ -42,17 +44,17 @@ func (s *SQLite) EndSession(ctx context.Context, id, reason string, at time.Time
 		var one int
 		err = tx.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, id).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("session %q: %w", id, ErrNotFound)
+			return fmt.Errorf("session %q: %w", id, store.ErrNotFound)
 		}
 		return err // nil: already ended, nothing to do
 	})
 }
 
-// EndSessionsOf implements [Store]. The single UPDATE ... RETURNING is
+// EndSessionsOf implements [store.Store]. The single UPDATE ... RETURNING is
 // atomic, so of two processes reaping the same instance only one gets
 // each session back.
-func (s *SQLite) EndSessionsOf(ctx context.Context, instanceID, reason string, at time.Time) ([]SessionRow, error) {
-	var out []SessionRow
+func (s *DB) EndSessionsOf(ctx context.Context, instanceID, reason string, at time.Time) ([]store.SessionRow, error) {
+	var out []store.SessionRow
 	err := s.write(ctx, "store end sessions of instance", func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx,
 			`UPDATE sessions SET status = 'ended', ended_at = ?, end_reason = ?
@@ -71,8 +73,8 @@ func (s *SQLite) EndSessionsOf(ctx context.Context, instanceID, reason string, a
 	return out, nil
 }
 
-// FindEnded implements [Store].
-func (s *SQLite) FindEnded(ctx context.Context, tenant, name string) ([]SessionRow, error) {
+// FindEnded implements [store.Store].
+func (s *DB) FindEnded(ctx context.Context, tenant, name string) ([]store.SessionRow, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions
 		WHERE tenant = ? AND name = ? AND status = 'ended' ORDER BY ended_at DESC, created_at DESC, id`,
 		tenant, name)
@@ -86,8 +88,8 @@ func (s *SQLite) FindEnded(ctx context.Context, tenant, name string) ([]SessionR
 	return out, nil
 }
 
-// ActiveSessions implements [Store].
-func (s *SQLite) ActiveSessions(ctx context.Context) ([]SessionRow, error) {
+// ActiveSessions implements [store.Store].
+func (s *DB) ActiveSessions(ctx context.Context) ([]store.SessionRow, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions
 		WHERE status = 'active' ORDER BY created_at, id`)
 	if err != nil {
@@ -101,12 +103,12 @@ func (s *SQLite) ActiveSessions(ctx context.Context) ([]SessionRow, error) {
 }
 
 // scanSessions reads and closes rows of sessionCols.
-func scanSessions(rows *sql.Rows) ([]SessionRow, error) {
+func scanSessions(rows *sql.Rows) ([]store.SessionRow, error) {
 	defer rows.Close()
-	var out []SessionRow
+	var out []store.SessionRow
 	for rows.Next() {
 		var (
-			r       SessionRow
+			r       store.SessionRow
 			created string
 			ended   sql.NullString
 		)
@@ -126,8 +128,8 @@ func scanSessions(rows *sql.Rows) ([]SessionRow, error) {
 }
 
 // sortSessions orders rows oldest first; RETURNING gives no order.
-func sortSessions(rs []SessionRow) {
-	slices.SortFunc(rs, func(a, b SessionRow) int {
+func sortSessions(rs []store.SessionRow) {
+	slices.SortFunc(rs, func(a, b store.SessionRow) int {
 		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
 			return c
 		}
@@ -135,8 +137,8 @@ func sortSessions(rs []SessionRow) {
 	})
 }
 
-// AddCommand implements [Store].
-func (s *SQLite) AddCommand(ctx context.Context, c CommandRow) error {
+// AddCommand implements [store.Store].
+func (s *DB) AddCommand(ctx context.Context, c store.CommandRow) error {
 	return s.write(ctx, "store add command", func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO commands (id, session_id, source, command, cwd, exit_code,
 			started_at, duration_ms, stdout_bytes, stderr_bytes, stdout_path, stderr_path)
@@ -147,8 +149,8 @@ func (s *SQLite) AddCommand(ctx context.Context, c CommandRow) error {
 	})
 }
 
-// Commands implements [Store].
-func (s *SQLite) Commands(ctx context.Context, sessionID string) ([]CommandRow, error) {
+// Commands implements [store.Store].
+func (s *DB) Commands(ctx context.Context, sessionID string) ([]store.CommandRow, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, session_id, source, command, cwd, exit_code, started_at,
 		duration_ms, stdout_bytes, stderr_bytes, stdout_path, stderr_path
 		FROM commands WHERE session_id = ? ORDER BY started_at, rowid`, sessionID)
@@ -156,10 +158,10 @@ func (s *SQLite) Commands(ctx context.Context, sessionID string) ([]CommandRow, 
 		return nil, fmt.Errorf("store commands: %w", err)
 	}
 	defer rows.Close()
-	var out []CommandRow
+	var out []store.CommandRow
 	for rows.Next() {
 		var (
-			c       CommandRow
+			c       store.CommandRow
 			exit    sql.NullInt64
 			started string
 		)

@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"context"
@@ -12,16 +12,17 @@ import (
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/store"
+	"github.com/tandem-sh/tandem/internal/store/sqlite"
 )
 
 // openStore opens a store on dir (a fresh temp dir when empty) and closes
 // it at cleanup.
-func openStore(t testing.TB, dir string) *store.SQLite {
+func openStore(t testing.TB, dir string) *sqlite.DB {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	st, err := store.Open(context.Background(), dir)
+	st, err := sqlite.Open(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func openStore(t testing.TB, dir string) *store.SQLite {
 // (or a test tampering with it) would.
 func rawDB(t testing.TB, dir string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite", filepath.Join(dir, store.FileName)+"?_pragma=busy_timeout(10000)")
+	db, err := sql.Open("sqlite", filepath.Join(dir, sqlite.FileName)+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestStoreMigrations(t *testing.T) {
 	errs := make(chan error, 4)
 	for range 4 {
 		wg.Go(func() {
-			st, err := store.Open(ctx, dir)
+			st, err := sqlite.Open(ctx, dir)
 			if err == nil {
 				err = st.Close()
 			}
@@ -100,7 +101,7 @@ func TestStoreMigrations(t *testing.T) {
 	if _, err := rawDB(t, dir).Exec(`INSERT INTO schema_version VALUES (99, '0099_future.sql', '')`); err != nil {
 		t.Fatal(err)
 	}
-	_, err := store.Open(ctx, dir)
+	_, err := sqlite.Open(ctx, dir)
 	var se *store.SchemaError
 	if !errors.Is(err, store.ErrSchemaTooNew) || !errors.As(err, &se) || se.Found != 99 || se.Known != latest {
 		t.Fatalf("open newer db: err = %v; want SchemaError 99 > %d", err, latest)
@@ -340,12 +341,12 @@ func TestStoreReplays(t *testing.T) {
 func TestRevokedSharedAcrossHandles(t *testing.T) {
 	ctx := context.Background()
 	path := t.TempDir()
-	a, err := store.Open(ctx, path)
+	a, err := sqlite.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = a.Close() })
-	b, err := store.Open(ctx, path)
+	b, err := sqlite.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +374,7 @@ func TestRevokedSharedAcrossHandles(t *testing.T) {
 
 func TestApprovalsOfAGoneInstance(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, t.TempDir())
+	st, err := sqlite.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -6,17 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/tandem-sh/tandem/internal/store"
 )
 
 const auditCols = `seq, time, tenant, actor, claim_fingerprint, jti, session_id, session_name, target, tool,
 	event, args, outcome, reason, exit_code, duration_ms, bytes, approval_id, sid, workspace, hash_version, prev_hash, hash`
 
-// AppendAudit implements [Store]. The head is read and the record inserted
+// AppendAudit implements [store.Store]. The head is read and the record inserted
 // under one BEGIN IMMEDIATE, so no other process can append in between.
-func (s *SQLite) AppendAudit(ctx context.Context, build func(head AuditHead) (AuditRecord, error)) (AuditRecord, error) {
-	var rec AuditRecord
+func (s *DB) AppendAudit(ctx context.Context, build func(head store.AuditHead) (store.AuditRecord, error)) (store.AuditRecord, error) {
+	var rec store.AuditRecord
 	err := s.write(ctx, "store append audit", func(tx *sql.Tx) error {
-		var head AuditHead
+		var head store.AuditHead
 		err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`).Scan(&head.Seq, &head.Hash)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("read head: %w", err)
@@ -37,14 +39,14 @@ func (s *SQLite) AppendAudit(ctx context.Context, build func(head AuditHead) (Au
 		return err
 	})
 	if err != nil {
-		return AuditRecord{}, err
+		return store.AuditRecord{}, err
 	}
 	return rec, nil
 }
 
-// ScanAudit implements [Store]. One SELECT is one read transaction in
+// ScanAudit implements [store.Store]. One SELECT is one read transaction in
 // SQLite, so the scan sees a single snapshot while others keep appending.
-func (s *SQLite) ScanAudit(ctx context.Context, fn func(AuditRecord) error) error {
+func (s *DB) ScanAudit(ctx context.Context, fn func(store.AuditRecord) error) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+auditCols+` FROM audit ORDER BY seq`)
 	if err != nil {
 		return fmt.Errorf("store scan audit: %w", err)
@@ -65,8 +67,8 @@ func (s *SQLite) ScanAudit(ctx context.Context, fn func(AuditRecord) error) erro
 	return nil
 }
 
-// TailAudit implements [Store].
-func (s *SQLite) TailAudit(ctx context.Context, n int, f AuditFilter) ([]AuditRecord, error) {
+// TailAudit implements [store.Store].
+func (s *DB) TailAudit(ctx context.Context, n int, f store.AuditFilter) ([]store.AuditRecord, error) {
 	if n <= 0 {
 		return nil, nil
 	}
@@ -77,7 +79,7 @@ func (s *SQLite) TailAudit(ctx context.Context, n int, f AuditFilter) ([]AuditRe
 		return nil, fmt.Errorf("store tail audit: %w", err)
 	}
 	defer rows.Close()
-	var out []AuditRecord
+	var out []store.AuditRecord
 	for rows.Next() {
 		r, err := scanAudit(rows)
 		if err != nil {
@@ -93,9 +95,9 @@ func (s *SQLite) TailAudit(ctx context.Context, n int, f AuditFilter) ([]AuditRe
 }
 
 // scanAudit reads one row of auditCols.
-func scanAudit(rows *sql.Rows) (AuditRecord, error) {
+func scanAudit(rows *sql.Rows) (store.AuditRecord, error) {
 	var (
-		r    AuditRecord
+		r    store.AuditRecord
 		t    string
 		args string
 		exit sql.NullInt64
@@ -103,16 +105,16 @@ func scanAudit(rows *sql.Rows) (AuditRecord, error) {
 	if err := rows.Scan(&r.Seq, &t, &r.Tenant, &r.Actor, &r.ClaimFingerprint, &r.JTI, &r.SessionID, &r.SessionName,
 		&r.Target, &r.Tool, &r.Event, &args, &r.Outcome, &r.Reason, &exit, &r.DurationMs, &r.Bytes, &r.ApprovalID,
 		&r.SID, &r.Workspace, &r.HashVersion, &r.PrevHash, &r.Hash); err != nil {
-		return AuditRecord{}, err
+		return store.AuditRecord{}, err
 	}
 	var err error
 	if r.Time, err = parseTime(t); err != nil {
-		return AuditRecord{}, &CorruptRecordError{Seq: r.Seq, Err: err}
+		return store.AuditRecord{}, &store.CorruptRecordError{Seq: r.Seq, Err: err}
 	}
 	if fmtTime(r.Time) != t {
 		// Only this spelling is ever written; another one that parses to
 		// the same instant is still an edit.
-		return AuditRecord{}, &CorruptRecordError{Seq: r.Seq, Err: fmt.Errorf("stored time %q is not in canonical form", t)}
+		return store.AuditRecord{}, &store.CorruptRecordError{Seq: r.Seq, Err: fmt.Errorf("stored time %q is not in canonical form", t)}
 	}
 	if args != "" {
 		r.Args = []byte(args)
@@ -120,17 +122,3 @@ func scanAudit(rows *sql.Rows) (AuditRecord, error) {
 	r.ExitCode = intPtr(exit)
 	return r, nil
 }
-
-// CorruptRecordError reports an audit row that cannot be read back as
-// tandem wrote it, such as a time edited into another spelling.
-type CorruptRecordError struct {
-	Seq int64
-	Err error
-}
-
-func (e *CorruptRecordError) Error() string {
-	return fmt.Sprintf("audit record %d is unreadable: %v", e.Seq, e.Err)
-}
-
-// Unwrap returns the underlying parse error.
-func (e *CorruptRecordError) Unwrap() error { return e.Err }

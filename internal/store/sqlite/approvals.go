@@ -1,21 +1,15 @@
-package store
+package sqlite
 
 import (
 	"context"
 	"database/sql"
 	"time"
+
+	"github.com/tandem-sh/tandem/internal/store"
 )
 
-// ApprovalRow is one approval as the store keeps it.
-type ApprovalRow struct {
-	ID, InstanceID, Tenant, Actor, SessionID, SessionName, Target, Tool, Command, Cwd, Fingerprint, Rule string
-	Status, DecidedBy, DecisionReason                                                                    string
-	CreatedAt, ExpiresAt                                                                                 time.Time
-	DecidedAt                                                                                            *time.Time
-}
-
 // AddApproval records a pending approval.
-func (s *SQLite) AddApproval(ctx context.Context, r ApprovalRow) error {
+func (s *DB) AddApproval(ctx context.Context, r store.ApprovalRow) error {
 	return s.write(ctx, "store add approval", func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO approvals (id, instance_id, tenant, actor, session_id, session_name,
 			target, tool, command, cwd, fingerprint, rule, status, created_at, expires_at)
@@ -28,7 +22,7 @@ func (s *SQLite) AddApproval(ctx context.Context, r ApprovalRow) error {
 
 // DecideApproval records the answer to a pending approval; an approval
 // that is no longer pending is left as it is.
-func (s *SQLite) DecideApproval(ctx context.Context, id, status, by, reason string, at time.Time) error {
+func (s *DB) DecideApproval(ctx context.Context, id, status, by, reason string, at time.Time) error {
 	return s.write(ctx, "store decide approval", func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE approvals SET status = ?, decided_by = ?, decision_reason = ?, decided_at = ?
 			WHERE id = ? AND status = 'pending'`, status, by, reason, fmtTime(at), id)
@@ -38,8 +32,8 @@ func (s *SQLite) DecideApproval(ctx context.Context, id, status, by, reason stri
 
 // DenyApprovalsOf denies the pending approvals of a tandem process that is
 // gone, atomically, and returns them.
-func (s *SQLite) DenyApprovalsOf(ctx context.Context, instanceID, by, reason string, at time.Time) ([]ApprovalRow, error) {
-	var out []ApprovalRow
+func (s *DB) DenyApprovalsOf(ctx context.Context, instanceID, by, reason string, at time.Time) ([]store.ApprovalRow, error) {
+	var out []store.ApprovalRow
 	err := s.write(ctx, "store deny approvals of instance", func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `UPDATE approvals SET status = 'denied', decided_by = ?, decision_reason = ?, decided_at = ?
 			WHERE instance_id = ? AND status = 'pending'
@@ -50,7 +44,7 @@ func (s *SQLite) DenyApprovalsOf(ctx context.Context, instanceID, by, reason str
 		}
 		defer rows.Close()
 		for rows.Next() {
-			r := ApprovalRow{InstanceID: instanceID, Status: "denied", DecidedBy: by, DecisionReason: reason, DecidedAt: &at}
+			r := store.ApprovalRow{InstanceID: instanceID, Status: "denied", DecidedBy: by, DecisionReason: reason, DecidedAt: &at}
 			if err := rows.Scan(&r.ID, &r.Tenant, &r.Actor, &r.SessionID, &r.SessionName, &r.Target, &r.Tool,
 				&r.Command, &r.Cwd, &r.Fingerprint, &r.Rule); err != nil {
 				return err

@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -7,10 +7,8 @@ import (
 	"time"
 )
 
-// Revoke records that the token jti is revoked. expires is when the token
-// would have expired anyway: the row is kept until then, and not after.
-// Revoking a jti twice keeps the first row.
-func (s *SQLite) Revoke(ctx context.Context, jti string, expires time.Time) error {
+// Revoke implements [store.Store].
+func (s *DB) Revoke(ctx context.Context, jti string, expires time.Time) error {
 	if jti == "" {
 		return fmt.Errorf("store revoke: empty jti")
 	}
@@ -21,8 +19,8 @@ func (s *SQLite) Revoke(ctx context.Context, jti string, expires time.Time) erro
 	})
 }
 
-// RevokedJTIs returns the revoked token ids that have not expired yet.
-func (s *SQLite) RevokedJTIs(ctx context.Context) ([]string, error) {
+// RevokedJTIs implements [store.Store].
+func (s *DB) RevokedJTIs(ctx context.Context) ([]string, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT jti FROM revoked_tokens WHERE expires_at > ?`, fmtTime(time.Now()))
 	if err != nil {
 		return nil, fmt.Errorf("store revoked tokens: %w", err)

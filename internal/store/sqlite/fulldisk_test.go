@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"bufio"
@@ -13,11 +13,12 @@ import (
 	"syscall"
 	"testing"
 
-	"modernc.org/sqlite"
+	modernc "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/tandem-sh/tandem/internal/audit"
 	"github.com/tandem-sh/tandem/internal/store"
+	"github.com/tandem-sh/tandem/internal/store/sqlite"
 )
 
 // TestStoreAuditFullDisk fills the database up (SQLite's max_page_count, the
@@ -37,7 +38,7 @@ func TestStoreAuditFullDisk(t *testing.T) {
 		_, err := log.Append(ctx, rec(i))
 		mustNil(t, err)
 	}
-	lift, err := store.LimitPages(ctx, st, 3)
+	lift, err := sqlite.LimitPages(ctx, st, 3)
 	mustNil(t, err)
 
 	acked := 10
@@ -46,7 +47,7 @@ func TestStoreAuditFullDisk(t *testing.T) {
 			break
 		}
 	}
-	var se *sqlite.Error
+	var se *modernc.Error
 	if err == nil || !errors.As(err, &se) || se.Code() != sqlite3.SQLITE_FULL || !strings.Contains(err.Error(), "audit append tool_call") {
 		t.Fatalf("append on a full database: %v; want a wrapped SQLITE_FULL", err)
 	}
@@ -110,7 +111,7 @@ func TestStoreAuditFileSizeLimit(t *testing.T) {
 
 // fileSizeChild limits this process's files to limit bytes and appends
 // until an append fails, printing each acknowledged seq, then the error.
-func fileSizeChild(ctx context.Context, st *store.SQLite, limit int) error {
+func fileSizeChild(ctx context.Context, st *sqlite.DB, limit int) error {
 	signal.Ignore(syscall.SIGXFSZ)
 	lim := syscall.Rlimit{Cur: uint64(limit), Max: uint64(limit)}
 	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {

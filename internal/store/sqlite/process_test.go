@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/tandem-sh/tandem/internal/audit"
 	"github.com/tandem-sh/tandem/internal/store"
+	"github.com/tandem-sh/tandem/internal/store/sqlite"
 )
 
 // childEnv switches the test binary into a child process that works on
@@ -38,7 +39,7 @@ func child(spec string) int {
 		return 2
 	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, dir)
+	st, err := sqlite.Open(ctx, dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -61,7 +62,7 @@ func child(spec string) int {
 
 // appendChild prints "ready", waits for a line on stdin, then appends n
 // records as actor "child".
-func appendChild(ctx context.Context, st *store.SQLite, n int) error {
+func appendChild(ctx context.Context, st *sqlite.DB, n int) error {
 	fmt.Println("ready")
 	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
 		return fmt.Errorf("child start: %w", err)

@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -10,16 +10,18 @@ import (
 	"path/filepath"
 	"time"
 
-	"modernc.org/sqlite" // also registers the "sqlite" driver
+	modernc "modernc.org/sqlite" // also registers the "sqlite" driver
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/tandem-sh/tandem/internal/store"
 )
 
 // FileName is the database file inside the data dir.
 const FileName = "tandem.db"
 
-// SQLite is the embedded [Store]: one WAL-mode database file shared by
+// DB is the embedded [store.Store]: one WAL-mode database file shared by
 // every tandem process on the data dir.
-type SQLite struct {
+type DB struct {
 	path string
 	// db serves reads from a pool of connections; WAL lets them run
 	// alongside a writer.
@@ -30,7 +32,7 @@ type SQLite struct {
 	wdb *sql.DB
 }
 
-var _ Store = (*SQLite)(nil)
+var _ store.Store = (*DB)(nil)
 
 // Writers wait for another process's write transaction for up to
 // lockWait in all, in slices of lockSliceMs, so that a cancelled ctx ends
@@ -42,8 +44,8 @@ const (
 
 // Open opens (creating if needed) dir/tandem.db, with dir created 0700, and
 // brings its schema up to date. It refuses a database whose schema is newer
-// than this binary knows ([ErrSchemaTooNew]).
-func Open(ctx context.Context, dir string) (*SQLite, error) {
+// than this binary knows ([store.ErrSchemaTooNew]).
+func Open(ctx context.Context, dir string) (*DB, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("store open: %w", err)
 	}
@@ -58,7 +60,7 @@ func Open(ctx context.Context, dir string) (*SQLite, error) {
 		return nil, fmt.Errorf("store open %s: %w", path, err)
 	}
 	wdb.SetMaxOpenConns(1)
-	s := &SQLite{path: path, db: db, wdb: wdb}
+	s := &DB{path: path, db: db, wdb: wdb}
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -93,7 +95,7 @@ func dsn(path string, busyMs int) string {
 }
 
 // Close closes the database.
-func (s *SQLite) Close() error {
+func (s *DB) Close() error {
 	if err := errors.Join(s.wdb.Close(), s.db.Close()); err != nil {
 		return fmt.Errorf("store close: %w", err)
 	}
@@ -102,7 +104,7 @@ func (s *SQLite) Close() error {
 
 // write runs fn in one write transaction (BEGIN IMMEDIATE) and commits it.
 // Errors are wrapped with op.
-func (s *SQLite) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+func (s *DB) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
 	tx, err := s.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("%s: begin: %w", op, err)
@@ -119,7 +121,7 @@ func (s *SQLite) write(ctx context.Context, op string, fn func(tx *sql.Tx) error
 
 // Writable takes the write lock (BEGIN IMMEDIATE) and gives it back, so a
 // caller learns, within ctx, whether a write would get through.
-func (s *SQLite) Writable(ctx context.Context) error {
+func (s *DB) Writable(ctx context.Context) error {
 	tx, err := s.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("store: write lock: %w", err)
@@ -129,19 +131,36 @@ func (s *SQLite) Writable(ctx context.Context) error {
 
 // begin starts a write transaction, retrying while another process holds
 // the write lock, until lockWait has passed or ctx is done.
-func (s *SQLite) begin(ctx context.Context) (*sql.Tx, error) {
+func (s *DB) begin(ctx context.Context) (*sql.Tx, error) {
 	deadline := time.Now().Add(lockWait)
 	for {
 		tx, err := s.wdb.BeginTx(ctx, nil)
-		if err == nil || !isBusy(err) || time.Now().After(deadline) {
-			return tx, err
+		if err == nil {
+			return tx, nil
+		}
+		if !isBusy(err) {
+			return nil, unavailable(err)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w: another process has held the write lock for %v: %w", store.ErrUnavailable, lockWait, err)
 		}
 	}
 }
 
 func isBusy(err error) bool {
-	var se *sqlite.Error
+	var se *modernc.Error
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
+}
+
+// unavailable marks err with [store.ErrUnavailable] when it says the file
+// cannot be opened at all (SQLITE_CANTOPEN: a missing or unreadable
+// directory, say); other errors are returned as they are.
+func unavailable(err error) error {
+	var se *modernc.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CANTOPEN {
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	return err
 }
 
 // timeLayout is RFC 3339 with a fixed nine-digit fraction: it sorts as text.

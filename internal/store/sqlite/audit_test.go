@@ -1,4 +1,4 @@
-package store_test
+package sqlite_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/tandem-sh/tandem/internal/audit"
 	"github.com/tandem-sh/tandem/internal/store"
+	"github.com/tandem-sh/tandem/internal/store/sqlite"
 )
 
 func TestStoreAuditRows(t *testing.T) {
@@ -138,7 +139,7 @@ func TestStoreAuditTwoHandles(t *testing.T) {
 
 // checkAppendedOnce verifies the chain holds want records, in seq order
 // with no gaps, each with a distinct key.
-func checkAppendedOnce(t *testing.T, st *store.SQLite, want int, key func(store.AuditRecord) string) {
+func checkAppendedOnce(t *testing.T, st *sqlite.DB, want int, key func(store.AuditRecord) string) {
 	t.Helper()
 	ctx := context.Background()
 	n, err := audit.Verify(ctx, st)

@@ -1,0 +1,40 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tandem-sh/tandem/internal/store"
+)
+
+// AddReplay implements [store.Store].
+func (db *DB) AddReplay(ctx context.Context, sessionID string, keyHash []byte, recordingPath string) error {
+	if len(keyHash) != 32 {
+		return fmt.Errorf("store add replay: key hash is %d bytes, want 32 (SHA-256)", len(keyHash))
+	}
+	return db.run(ctx, "store add replay", func(ctx context.Context) error {
+		_, err := db.pool.Exec(ctx, `INSERT INTO replays (session_id, monitor_key_hash, recording_path) VALUES ($1, $2, $3)`,
+			sessionID, keyHash, recordingPath)
+		return err
+	})
+}
+
+// FindReplay implements [store.Store].
+func (db *DB) FindReplay(ctx context.Context, keyHash []byte) (store.Replay, error) {
+	var r store.Replay
+	err := db.run(ctx, "store find replay", func(ctx context.Context) error {
+		return db.pool.QueryRow(ctx, `SELECT s.id, s.name, s.status, r.recording_path
+			FROM replays r JOIN sessions s ON s.id = r.session_id WHERE r.monitor_key_hash = $1`, keyHash).
+			Scan(&r.SessionID, &r.Name, &r.Status, &r.RecordingPath)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Replay{}, store.ErrNotFound
+	}
+	if err != nil {
+		return store.Replay{}, err
+	}
+	return r, nil
+}

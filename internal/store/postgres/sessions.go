@@ -1,0 +1,171 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tandem-sh/tandem/internal/store"
+)
+
+const sessionCols = `id, name, tenant, owner, instance_id, target, kind, host, port, username,
+	token_hash, status, created_at, ended_at, end_reason`
+
+// CreateSession implements [store.Store].
+func (db *DB) CreateSession(ctx context.Context, r store.SessionRow) error {
+	if len(r.TokenHash) != 32 {
+		return fmt.Errorf("store create session %q: token hash is %d bytes, want 32 (SHA-256)", r.Name, len(r.TokenHash))
+	}
+	return db.run(ctx, "store create session", func(ctx context.Context) error {
+		_, err := db.pool.Exec(ctx, `INSERT INTO sessions (`+sessionCols+`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'active', $12, NULL, '')`,
+			r.ID, r.Name, r.Tenant, r.Owner, r.InstanceID, r.Target, r.Kind, r.Host, r.Port, r.Username,
+			r.TokenHash, r.CreatedAt)
+		return err
+	})
+}
+
+// EndSession implements [store.Store].
+func (db *DB) EndSession(ctx context.Context, id, reason string, at time.Time) error {
+	return db.tx(ctx, "store end session", func(ctx context.Context, tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx,
+			`UPDATE sessions SET status = 'ended', ended_at = $1, end_reason = $2 WHERE id = $3 AND status = 'active'`,
+			at, reason, id)
+		if err != nil || tag.RowsAffected() == 1 {
+			return err
+		}
+		var one int
+		err = tx.QueryRow(ctx, `SELECT 1 FROM sessions WHERE id = $1`, id).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("session %q: %w", id, store.ErrNotFound)
+		}
+		return err // nil: already ended, nothing to do
+	})
+}
+
+// EndSessionsOf implements [store.Store]. Two processes reaping the same
+// instance at once both run the UPDATE; the second waits for the first's
+// row locks, then finds those rows ended and skips them, so only one gets
+// each session back.
+func (db *DB) EndSessionsOf(ctx context.Context, instanceID, reason string, at time.Time) ([]store.SessionRow, error) {
+	var out []store.SessionRow
+	err := db.run(ctx, "store end sessions of instance", func(ctx context.Context) error {
+		rows, err := db.pool.Query(ctx, `UPDATE sessions SET status = 'ended', ended_at = $1, end_reason = $2
+			WHERE instance_id = $3 AND status = 'active' RETURNING `+sessionCols, at, reason, instanceID)
+		if err != nil {
+			return err
+		}
+		out, err = scanSessions(rows)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortSessions(out)
+	return out, nil
+}
+
+// FindEnded implements [store.Store].
+func (db *DB) FindEnded(ctx context.Context, tenant, name string) ([]store.SessionRow, error) {
+	var out []store.SessionRow
+	err := db.run(ctx, "store find ended sessions", func(ctx context.Context) error {
+		rows, err := db.pool.Query(ctx, `SELECT `+sessionCols+` FROM sessions
+			WHERE tenant = $1 AND name = $2 AND status = 'ended' ORDER BY ended_at DESC, created_at DESC, id`,
+			tenant, name)
+		if err != nil {
+			return err
+		}
+		out, err = scanSessions(rows)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ActiveSessions implements [store.Store].
+func (db *DB) ActiveSessions(ctx context.Context) ([]store.SessionRow, error) {
+	var out []store.SessionRow
+	err := db.run(ctx, "store active sessions", func(ctx context.Context) error {
+		rows, err := db.pool.Query(ctx, `SELECT `+sessionCols+` FROM sessions
+			WHERE status = 'active' ORDER BY created_at, id`)
+		if err != nil {
+			return err
+		}
+		out, err = scanSessions(rows)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// scanSessions reads and closes rows of sessionCols.
+func scanSessions(rows pgx.Rows) ([]store.SessionRow, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.SessionRow, error) {
+		var (
+			r     store.SessionRow
+			ended *time.Time
+		)
+		if err := row.Scan(&r.ID, &r.Name, &r.Tenant, &r.Owner, &r.InstanceID, &r.Target, &r.Kind, &r.Host,
+			&r.Port, &r.Username, &r.TokenHash, &r.Status, &r.CreatedAt, &ended, &r.EndReason); err != nil {
+			return store.SessionRow{}, err
+		}
+		r.CreatedAt, r.EndedAt = utc(r.CreatedAt), utcPtr(ended)
+		return r, nil
+	})
+}
+
+// sortSessions orders rows oldest first; RETURNING gives no order.
+func sortSessions(rs []store.SessionRow) {
+	slices.SortFunc(rs, func(a, b store.SessionRow) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+}
+
+// AddCommand implements [store.Store].
+func (db *DB) AddCommand(ctx context.Context, c store.CommandRow) error {
+	return db.run(ctx, "store add command", func(ctx context.Context) error {
+		_, err := db.pool.Exec(ctx, `INSERT INTO commands (id, session_id, source, command, cwd, exit_code,
+			started_at, duration_ms, stdout_bytes, stderr_bytes, stdout_path, stderr_path)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			c.ID, c.SessionID, c.Source, c.Command, c.Cwd, c.ExitCode, c.StartedAt,
+			c.DurationMs, c.StdoutBytes, c.StderrBytes, c.StdoutPath, c.StderrPath)
+		return err
+	})
+}
+
+// Commands implements [store.Store].
+func (db *DB) Commands(ctx context.Context, sessionID string) ([]store.CommandRow, error) {
+	var out []store.CommandRow
+	err := db.run(ctx, "store commands", func(ctx context.Context) error {
+		rows, err := db.pool.Query(ctx, `SELECT id, session_id, source, command, cwd, exit_code, started_at,
+			duration_ms, stdout_bytes, stderr_bytes, stdout_path, stderr_path
+			FROM commands WHERE session_id = $1 ORDER BY started_at, n`, sessionID)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.CommandRow, error) {
+			var c store.CommandRow
+			err := row.Scan(&c.ID, &c.SessionID, &c.Source, &c.Command, &c.Cwd, &c.ExitCode, &c.StartedAt,
+				&c.DurationMs, &c.StdoutBytes, &c.StderrBytes, &c.StdoutPath, &c.StderrPath)
+			c.StartedAt = utc(c.StartedAt)
+			return c, err
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
