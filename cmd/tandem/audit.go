@@ -34,14 +34,14 @@ func auditCmd(stdout io.Writer) *cobra.Command {
 }
 
 func auditVerifyCmd(stdout io.Writer) *cobra.Command {
-	var dataDir string
+	var dataDir, storeURL string
 	c := &cobra.Command{
 		Use:   "verify",
 		Short: "Check every record of the audit chain; exit 1 naming the first broken one",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			st, err := openAuditStore(ctx, dataDir)
+			st, err := openAuditStore(ctx, dataDir, storeURL)
 			if err != nil {
 				return err
 			}
@@ -66,11 +66,13 @@ func auditVerifyCmd(stdout io.Writer) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&dataDir, "data-dir", "", "state directory (default $XDG_STATE_HOME/tandem or ~/.local/state/tandem)")
+	c.Flags().StringVar(&storeURL, "store", "", storeFlagHelp)
 	return c
 }
 
 type auditTailFlags struct {
 	dataDir string
+	store   string
 	session string
 	tenant  string
 	json    bool
@@ -87,7 +89,7 @@ func auditTailCmd(stdout io.Writer) *cobra.Command {
 			if f.n < 1 {
 				return fmt.Errorf("--lines must be at least 1, not %d", f.n)
 			}
-			st, err := openAuditStore(cmd.Context(), f.dataDir)
+			st, err := openAuditStore(cmd.Context(), f.dataDir, f.store)
 			if err != nil {
 				return err
 			}
@@ -103,6 +105,7 @@ func auditTailCmd(stdout io.Writer) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&f.dataDir, "data-dir", "", "state directory (default $XDG_STATE_HOME/tandem or ~/.local/state/tandem)")
+	c.Flags().StringVar(&f.store, "store", "", storeFlagHelp)
 	c.Flags().StringVar(&f.session, "session", "", "only records of the session with this name")
 	c.Flags().StringVar(&f.tenant, "tenant", "", "only records of this tenant")
 	c.Flags().BoolVar(&f.json, "json", false, "one JSON object per line instead of a table")
@@ -110,12 +113,20 @@ func auditTailCmd(stdout io.Writer) *cobra.Command {
 	return c
 }
 
-// openAuditStore opens the store of a data dir that must already hold one:
-// reading an audit log should not create an empty one somewhere else.
-func openAuditStore(ctx context.Context, dataDir string) (*sqlite.DB, error) {
+// storeFlagHelp describes --store wherever a command takes it.
+const storeFlagHelp = "the store tandem serve uses: a postgres:// URL (default: SQLite in the data dir)"
+
+// openAuditStore opens the store of a data dir that must already hold one
+// (reading an audit log should not create an empty one somewhere else), or
+// the PostgreSQL store that storeURL names.
+func openAuditStore(ctx context.Context, dataDir, storeURL string) (store.Store, error) {
 	if dataDir == "" {
 		home, _ := os.UserHomeDir()
 		dataDir = defaultDataDir(home)
+	}
+	if storeURL != "" {
+		st, _, err := openStore(ctx, dataDir, storeURL)
+		return st, err
 	}
 	if _, err := os.Stat(filepath.Join(dataDir, sqlite.FileName)); err != nil {
 		if errors.Is(err, os.ErrNotExist) {

@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build tandem: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := testenv.PostgresMain(m) // stops the throwaway PostgreSQL, if a test started it
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/tandem-sh/tandem/internal/claim"
 	"github.com/tandem-sh/tandem/internal/config"
-	"github.com/tandem-sh/tandem/internal/store/sqlite"
 )
 
 // tokenFlags are what every token subcommand needs to find the key, the
@@ -21,6 +20,7 @@ import (
 type tokenFlags struct {
 	config  string
 	dataDir string
+	store   string // revoke: the store the servers share
 }
 
 func (f *tokenFlags) add(c *cobra.Command) {
@@ -130,14 +130,14 @@ func tokenRevokeCmd(stdout io.Writer) *cobra.Command {
 	var f tokenFlags
 	c := &cobra.Command{
 		Use:   "revoke JTI",
-		Short: "Refuse a token from now on, in every tandem process sharing the data dir (within a second)",
+		Short: "Refuse a token from now on, in every tandem process sharing the data dir or --store (within a second)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, dataDir, err := f.load()
 			if err != nil {
 				return err
 			}
-			st, err := sqlite.Open(cmd.Context(), dataDir)
+			st, _, err := openStore(cmd.Context(), dataDir, f.store)
 			if err != nil {
 				return err
 			}
@@ -151,6 +151,7 @@ func tokenRevokeCmd(stdout io.Writer) *cobra.Command {
 		},
 	}
 	f.add(c)
+	c.Flags().StringVar(&f.store, "store", "", storeFlagHelp)
 	return c
 }
 
