@@ -12,6 +12,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tandem-sh/tandem/internal/approval"
+	"github.com/tandem-sh/tandem/internal/forward"
 	"github.com/tandem-sh/tandem/internal/mcp"
 	"github.com/tandem-sh/tandem/internal/mcptest"
 	"github.com/tandem-sh/tandem/internal/policy"
@@ -286,5 +287,29 @@ func TestApprovalProgress(t *testing.T) {
 	}
 	if got := mcptest.Str(mcptest.Result(t, r)["stdout"]); got != "patient\n" {
 		t.Fatalf("after the wait: %v", mcptest.Short(r))
+	}
+}
+
+// TestForwardedApartFromLocal: a forwarded action that copies a local
+// session's pending action field for field neither picks up nor uses up
+// that session's approval.
+func TestForwardedApartFromLocal(t *testing.T) {
+	f, b := withPolicy(t, "ask", []policy.RuleSpec{{Tool: "ssh_connect", Decision: "allow"}}, approval.Options{Wait: 100 * time.Millisecond})
+	c := f.client(t)
+	s := connect(t, c, "own")
+	r := exec(t, c, s, "echo mine")
+	if errCode(r) != "approval_pending" {
+		t.Fatalf("want approval_pending: %v", mcptest.Short(r))
+	}
+	local, _ := b.Get(mcptest.Str(r["approvalId"]))
+	if _, err := b.Decide(context.Background(), local.ID, approval.Decision{Approved: true, By: approval.ByDashboard}); err != nil {
+		t.Fatal(err)
+	}
+	ans := f.srv.Forwarded(context.Background(), forward.Request{Approval: local.Request, WaitSeconds: 1})
+	if ans.Behavior == forward.Allow || ans.ID == local.ID {
+		t.Fatalf("a forwarded copy picked up the local approval: %+v", ans)
+	}
+	if got := mcptest.Str(mcptest.Result(t, exec(t, c, s, "echo mine"))["stdout"]); got != "mine\n" {
+		t.Fatalf("the local session's approved repeat: %q", got)
 	}
 }

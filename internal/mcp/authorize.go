@@ -235,6 +235,10 @@ func (s *Server) forwardUp(ctx context.Context, up Upstream, a approval.Approval
 // own approvers: so chains of tandems end at a human's dashboard.
 func (s *Server) Forwarded(ctx context.Context, r forward.Request) forward.Answer {
 	act := r.Approval.Action
+	// A forwarded action is bound apart from this tandem's own sessions:
+	// whoever forwards can never pick up, or use up, an approval that one
+	// of them waits for.
+	act.SessionID = "forwarded:" + act.SessionID
 	if s.deps.Policy == nil {
 		return forward.Answer{Behavior: forward.Allow, DecidedBy: "rule"}
 	}
