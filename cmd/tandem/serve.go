@@ -37,8 +37,9 @@ type serveFlags struct {
 	dataDir   string
 	store     string // --store: "" for SQLite in the data dir, or a postgres:// URL
 	logLevel  string
-	logFormat string // text or json
-	http      string // HTTP mode's listener; "" serves stdio
+	logFormat string        // text or json
+	grace     time.Duration // how long SIGTERM lets running commands finish
+	http      string        // HTTP mode's listener; "" serves stdio
 	tlsCert   string
 	tlsKey    string
 	insecure  bool // --insecure-http: plain HTTP on a non-loopback address
@@ -65,6 +66,7 @@ func serveCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	c.Flags().StringVar(&f.store, "store", "", "where sessions, approvals and the audit log are kept: postgres://user@host:port/db (or postgresql://…) shares them between nodes (default: SQLite in the data dir)")
 	c.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	c.Flags().StringVar(&f.logFormat, "log-format", "text", "text, or json for a log collector")
+	c.Flags().DurationVar(&f.grace, "shutdown-grace", 10*time.Second, "on SIGTERM or Ctrl-C: how long running commands may finish (no new sessions meanwhile) before every session ends")
 	c.Flags().StringVar(&f.http, "http", "", "serve MCP over Streamable HTTP at /mcp on this address (host:port, port 0 picks one) instead of stdio; every request needs a bearer claim")
 	c.Flags().StringVar(&f.tlsCert, "tls-cert", "", "with --http: serve HTTPS with this certificate (PEM)")
 	c.Flags().StringVar(&f.tlsKey, "tls-key", "", "with --http: the certificate's private key (PEM)")
@@ -111,7 +113,11 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		return fmt.Errorf("find own executable: %w", err)
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
+	// A signal (ctx) starts a graceful shutdown: new sessions are refused
+	// and running commands may finish within the grace; then everything
+	// stops. Until then calls, pages and the store keep being served.
+	signalled := ctx
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	rec, err := openRecord(ctx, dataDir, f.store, log)
 	if err != nil {
@@ -143,6 +149,18 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	})
 	leasesDone := make(chan struct{})
 	go func() { sessions.Run(ctx); close(leasesDone) }()
+	go func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-signalled.Done():
+		}
+		log.Info("shutting down: no new sessions; running commands may finish", "grace", f.grace)
+		dctx, dcancel := context.WithTimeout(ctx, f.grace)
+		sessions.Drain(dctx)
+		dcancel()
+		cancel()
+	}()
 
 	policies, err := compilePolicies(cfg, hm.on())
 	if err != nil {

@@ -37,6 +37,7 @@ const (
 	codeInternal           = "internal_error"
 	codeToolNotAllowed     = "tool_not_allowed"
 	codeUnauthenticated    = "unauthenticated"
+	codeShuttingDown       = "server_shutting_down"
 )
 
 // tokenHint shows the call format every session tool needs (seed AC5.4).
@@ -100,6 +101,8 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 			reply{"reason": ended.Reason, "endedAt": ended.At.UTC().Format(time.RFC3339Nano)})
 	case errors.As(err, &tokErr):
 		return invalidToken(tokErr.Name)
+	case errors.Is(err, session.ErrDraining):
+		return fail(codeShuttingDown, "This tandem is shutting down: it lets running commands finish but starts no new sessions. Retry shortly (another node, or this one after its restart).", nil)
 	case errors.Is(err, session.ErrNameTaken):
 		return fail(codeSessionExists, "A session with this name already exists. Pick another name, or call ssh_disconnect on the old one first.", nil)
 	case errors.Is(err, session.ErrInvalidName):

@@ -109,6 +109,8 @@ type Manager struct {
 	ending   int                   // ends in progress
 	settled  *sync.Cond            // signalled when ending drops
 
+	draining bool // Drain was called: no new sessions
+
 	watchMu     sync.Mutex
 	watchers    map[int]func() // told of sessions' starts, ends and commands
 	nextWatcher int
@@ -148,6 +150,10 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 	}
 	k := key{c, name}
 	m.mu.Lock()
+	if m.draining {
+		m.mu.Unlock()
+		return nil, "", ErrDraining
+	}
 	if m.sessions[k] != nil || m.reserved[k] {
 		m.mu.Unlock()
 		return nil, "", fmt.Errorf("%w: %q", ErrNameTaken, name)
