@@ -4,11 +4,6 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,47 +19,12 @@ import (
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// migrations parses the embedded files in version order.
-func migrations() ([]migration, error) {
-	files, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, f := range files {
-		base := path.Base(f)
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("migration %s: name must be NNNN_what.sql", base)
-		}
-		body, err := migrationFS.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(body)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration %s: expected version %d", m.name, i+1)
-		}
-	}
-	return ms, nil
-}
-
 // migrate applies the migrations the database lacks in one transaction
 // that first takes an advisory lock, so that nodes starting at once apply
 // each exactly once (the others wait, then find nothing to do), and a
 // failure leaves the schema as it was: PostgreSQL's DDL is transactional.
 func (db *DB) migrate(ctx context.Context) error {
-	ms, err := migrations()
+	ms, err := store.ParseMigrations(migrationFS, "migrations")
 	if err != nil {
 		return fmt.Errorf("store migrate: %w", err)
 	}
@@ -88,12 +48,12 @@ func (db *DB) migrate(ctx context.Context) error {
 		}
 		now := time.Now()
 		for _, m := range ms[have:] {
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
-				return fmt.Errorf("apply %s: %w", m.name, err)
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("apply %s: %w", m.Name, err)
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO schema_version (version, name, applied_at) VALUES ($1, $2, $3)`,
-				m.version, m.name, now); err != nil {
-				return fmt.Errorf("record %s: %w", m.name, err)
+				m.Version, m.Name, now); err != nil {
+				return fmt.Errorf("record %s: %w", m.Name, err)
 			}
 		}
 		return nil
