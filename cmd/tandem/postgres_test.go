@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -80,5 +81,45 @@ func TestStoreUnreachable(t *testing.T) {
 	}
 	if _, err := tandemCLI(t, "serve", "--store", "mysql://x", "--data-dir", t.TempDir()); err == nil {
 		t.Fatal("serve accepted a store URL it cannot use")
+	}
+}
+
+// TestNodeLost: a node killed with SIGKILL stops renewing its lease; a
+// node sharing the store ends its sessions with node_lost within the
+// lease and a heartbeat, audits each once, and answers a call naming one
+// with session_ended, node_lost and the reconnect hint.
+func TestNodeLost(t *testing.T) {
+	pg := testenv.Postgres(t)
+	a := startServer(t, serverOpts{args: []string{"--store", pg}})
+	b := startServer(t, serverOpts{args: []string{"--store", pg}})
+	tok := str(mustOK(t, a.call(t, "ssh_connect", map[string]any{"name": "doomed"}))["sessionToken"])
+	mustOK(t, b.call(t, "ssh_connect", map[string]any{"name": "survivor"}))
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	a.waitExit(t, 10*time.Second)
+	killed := time.Now()
+
+	lost := func() int {
+		out, err := tandemCLI(t, "audit", "tail", "--store", pg, "--json", "-n", "1000")
+		if err != nil {
+			t.Fatalf("audit tail: %v\n%s", err, out)
+		}
+		return strings.Count(out, `"event":"node_lost"`)
+	}
+	// The lease is three missed 5 s heartbeats; the reap runs on the next.
+	if !waitFor(30*time.Second, func() bool { return lost() > 0 }) {
+		t.Fatal("the lost node's session was not ended within 30 s")
+	}
+	t.Logf("node_lost %v after the kill", time.Since(killed).Round(time.Second))
+	if n := lost(); n != 1 {
+		t.Errorf("%d node_lost records, want 1", n)
+	}
+	e := wantError(t, b.call(t, "ssh_exec", map[string]any{"sessionName": "doomed", "sessionToken": tok, "command": "true"}), "session_ended")
+	if e["reason"] != "node_lost" || !strings.Contains(str(e["message"]), "ssh_connect {") {
+		t.Errorf("a call naming the lost session: %v", e)
+	}
+	if out, err := tandemCLI(t, "audit", "verify", "--store", pg); err != nil {
+		t.Fatalf("audit verify: %v\n%s", err, out)
 	}
 }

@@ -34,8 +34,11 @@ type durable struct {
 	audit   *audit.Log
 	journal *journal.Journal
 	inst    *instance.Instance
-	stop    context.CancelFunc
-	beating chan struct{}
+	// reapAlive, on a shared store, tells live nodes from lost ones for
+	// the periodic reap; nil otherwise.
+	reapAlive func(id string) (bool, error)
+	stop      context.CancelFunc
+	beating   chan struct{}
 }
 
 // openStore opens the store --store names: SQLite in the data dir when
@@ -89,6 +92,7 @@ func openRecord(ctx context.Context, dataDir, storeURL string, log *slog.Logger)
 	alive := func(id string) (bool, error) { return instance.Alive(dataDir, id) }
 	if shared {
 		alive = leaseAlive(ctx, st, dataDir)
+		d.reapAlive = alive
 	}
 	n, err := d.journal.Recover(ctx, alive)
 	if err != nil {
@@ -139,6 +143,16 @@ func (d *durable) heartbeat(ctx context.Context, log *slog.Logger) {
 		case now := <-t.C:
 			if err := d.st.Heartbeat(ctx, d.inst.ID, now); err != nil && !errors.Is(err, context.Canceled) {
 				log.Warn("heartbeat", "err", err)
+				continue
+			}
+			// On a shared store, a node that runs on ends the sessions of
+			// a node whose lease lapsed: their shells are gone with it.
+			if d.reapAlive != nil {
+				if n, err := d.journal.Reap(ctx, d.reapAlive, journal.EndNodeLost); err != nil && !errors.Is(err, context.Canceled) {
+					log.Warn("reap lost nodes", "err", err)
+				} else if n > 0 {
+					log.Warn("ended the sessions of a lost node", "sessions", n, "reason", journal.EndNodeLost)
+				}
 			}
 		}
 	}

@@ -59,8 +59,8 @@ func (a Approvals) Decided(ctx context.Context, ap approval.Approval) error {
 
 // denyApprovalsOf denies and audits the pending approvals of a process
 // that is gone: its sessions, and the calls that waited, are gone too.
-func (j *Journal) denyApprovalsOf(ctx context.Context, instance string, now time.Time) error {
-	rows, err := j.st.DenyApprovalsOf(ctx, instance, approval.ByRestart, EndServerRestart, now)
+func (j *Journal) denyApprovalsOf(ctx context.Context, instance, reason string, now time.Time) error {
+	rows, err := j.st.DenyApprovalsOf(ctx, instance, approval.ByRestart, reason, now)
 	if err != nil {
 		return fmt.Errorf("journal: recover approvals: %w", err)
 	}
@@ -68,7 +68,7 @@ func (j *Journal) denyApprovalsOf(ctx context.Context, instance string, now time
 		args, _ := json.Marshal(map[string]string{"by": approval.ByRestart, "rule": r.Rule, "instance": instance})
 		if _, err := j.audit.Append(ctx, audit.Record{Time: now, Tenant: r.Tenant, Actor: r.Actor,
 			SessionID: r.SessionID, SessionName: r.SessionName, Target: r.Target, Tool: r.Tool,
-			Event: EventApprovalDecided, Args: args, Outcome: string(approval.Denied), Reason: EndServerRestart,
+			Event: EventApprovalDecided, Args: args, Outcome: string(approval.Denied), Reason: reason,
 			ApprovalID: r.ID}); err != nil {
 			return err
 		}

@@ -193,10 +193,21 @@ func (j *Journal) Ended(ctx context.Context, tenant, name string, tokenHash [32]
 // EndServerRestart is the reason for sessions whose process died.
 const EndServerRestart = "server_restart"
 
+// EndNodeLost is the reason for sessions whose node, sharing the store
+// with this one, stopped renewing its lease while this one ran.
+const EndNodeLost = "node_lost"
+
 // Recover ends, with server_restart, every session the store still calls
 // active whose process is gone, and audits each. alive says whether an
 // instance id belongs to a live process; live neighbours are never touched.
 func (j *Journal) Recover(ctx context.Context, alive func(id string) (bool, error)) (int, error) {
+	return j.Reap(ctx, alive, EndServerRestart)
+}
+
+// Reap is Recover with the reason given: a node that runs on reaps its
+// lost neighbours with node_lost. Each session is ended, and audited, by
+// one node only, however many reap at once.
+func (j *Journal) Reap(ctx context.Context, alive func(id string) (bool, error), reason string) (int, error) {
 	active, err := j.st.ActiveSessions(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("journal: recover: %w", err)
@@ -221,7 +232,7 @@ func (j *Journal) Recover(ctx context.Context, alive func(id string) (bool, erro
 		if !isDead {
 			continue
 		}
-		ended, err := j.st.EndSessionsOf(ctx, id, EndServerRestart, now)
+		ended, err := j.st.EndSessionsOf(ctx, id, reason, now)
 		if err != nil {
 			return n, fmt.Errorf("journal: recover: %w", err)
 		}
@@ -229,14 +240,14 @@ func (j *Journal) Recover(ctx context.Context, alive func(id string) (bool, erro
 			args, _ := json.Marshal(map[string]string{"instance": id})
 			_, err := j.audit.Append(ctx, audit.Record{
 				Time: now, Tenant: r.Tenant, Actor: r.Owner, SessionID: r.ID, SessionName: r.Name,
-				Target: r.Target, Event: "server_restart", Outcome: "ok", Reason: EndServerRestart, Args: args,
+				Target: r.Target, Event: reason, Outcome: "ok", Reason: reason, Args: args,
 			})
 			if err != nil {
 				return n, err
 			}
 			n++
 		}
-		if err := j.denyApprovalsOf(ctx, id, now); err != nil {
+		if err := j.denyApprovalsOf(ctx, id, reason, now); err != nil {
 			return n, err
 		}
 		if err := j.st.EndInstance(ctx, id, now); err != nil {

@@ -94,8 +94,11 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 		return fail(codeTimeout, "The command is still running after the timeout; it keeps running. Follow it with ssh_read_output and its commandId (running turns false when it ends), or call ssh_cancel to interrupt it; until it ends the session answers session_busy.", f)
 	case errors.As(err, &ended):
 		why := fmt.Sprintf("Session '%s' has ended (%s).", ended.Name, ended.Reason)
-		if ended.Reason == "server_restart" {
+		switch ended.Reason {
+		case "server_restart":
 			why = fmt.Sprintf("Session '%s' ended because the tandem server restarted, and sessions do not survive a restart.", ended.Name)
+		case "node_lost":
+			why = fmt.Sprintf("Session '%s' ended because the tandem node that held its shell stopped answering, and its shell went with it.", ended.Name)
 		}
 		return fail(codeSessionEnded, why+" Call ssh_connect again to start a new session, for example "+reconnectExample+".",
 			reply{"reason": ended.Reason, "endedAt": ended.At.UTC().Format(time.RFC3339Nano)})
