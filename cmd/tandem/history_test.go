@@ -26,6 +26,7 @@ func typeOverWebSocket(t *testing.T, monitorURL, keys, want string) {
 		t.Fatal(err)
 	}
 	defer c.CloseNow()
+	c.SetReadLimit(16 << 20) // the scrollback comes as one message
 	if err := c.Write(ctx, websocket.MessageText, []byte(`{"t":"i","d":`+quoteJSON(keys)+`}`)); err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ type httpMode struct {
 	log      *slog.Logger
 }
 
-func newHTTPMode(ctx context.Context, f serveFlags, cfg *config.Config, dataDir string, rec *durable, log *slog.Logger) (*httpMode, error) {
+func newHTTPMode(f serveFlags, cfg *config.Config, dataDir string, log *slog.Logger) (*httpMode, error) {
 	if f.http == "" {
 		if f.tlsCert != "" || f.tlsKey != "" || f.insecure {
 			return nil, errors.New("--tls-cert, --tls-key and --insecure-http apply with --http only")
@@ -46,7 +46,7 @@ func newHTTPMode(ctx context.Context, f serveFlags, cfg *config.Config, dataDir 
 		}
 		h.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	key, err := claim.LoadOrCreateKey(dataDir)
+	key, err := signingKey(cfg, dataDir)
 	if err != nil {
 		return nil, fmt.Errorf("claim key: %w", err)
 	}
@@ -54,10 +54,7 @@ func newHTTPMode(ctx context.Context, f serveFlags, cfg *config.Config, dataDir 
 	if err != nil {
 		return nil, err
 	}
-	h.revs = &claim.Revocations{Source: rec.st, Logger: log}
-	if err := h.revs.Refresh(ctx); err != nil {
-		return nil, fmt.Errorf("read revoked tokens: %w", err)
-	}
+	h.revs = &claim.Revocations{Logger: log}
 	h.verifier = &claim.Verifier{
 		OwnName:     cfg.Auth.Issuer,
 		OwnKeys:     []ed25519.PublicKey{key.Public().(ed25519.PublicKey)},
@@ -89,6 +86,19 @@ func externalIssuers(cfg *config.Config) ([]claim.ExternalIssuer, error) {
 }
 
 func (h *httpMode) on() bool { return h.addr != "" }
+
+// useStore reads the revoked tokens from the store, as they stand now and
+// (in run) as they change.
+func (h *httpMode) useStore(ctx context.Context, st claim.RevocationSource) error {
+	if !h.on() {
+		return nil
+	}
+	h.revs.Source = st
+	if err := h.revs.Refresh(ctx); err != nil {
+		return fmt.Errorf("read revoked tokens: %w", err)
+	}
+	return nil
+}
 
 func (h *httpMode) scheme() string {
 	if h.tls != nil {

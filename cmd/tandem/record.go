@@ -46,15 +46,14 @@ type durable struct {
 // says whether tandem processes of other data dirs (other nodes) may use
 // it too.
 func openStore(ctx context.Context, dataDir, storeURL string) (st store.Store, shared bool, err error) {
-	scheme, _, _ := strings.Cut(storeURL, "://")
-	switch {
-	case storeURL == "":
+	switch kind, _ := storeKind(storeURL); kind {
+	case "sqlite":
 		db, err := sqlite.Open(ctx, dataDir)
 		if err != nil {
 			return nil, false, err
 		}
 		return db, false, nil
-	case strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql"):
+	case "postgres":
 		db, err := postgres.Open(ctx, storeURL)
 		if err != nil {
 			return nil, false, err
@@ -66,9 +65,22 @@ func openStore(ctx context.Context, dataDir, storeURL string) (st store.Store, s
 	}
 }
 
+// storeKind names the backend --store picks ("sqlite", "postgres", or ""
+// for neither) and whether other nodes may share it.
+func storeKind(storeURL string) (string, bool) {
+	scheme, _, _ := strings.Cut(storeURL, "://")
+	switch {
+	case storeURL == "":
+		return "sqlite", false
+	case strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql"):
+		return "postgres", true
+	}
+	return "", false
+}
+
 // openRecord opens the store, registers this process, and ends the
 // sessions of tandem processes that died (server_restart).
-func openRecord(ctx context.Context, dataDir, storeURL string, log *slog.Logger) (*durable, error) {
+func openRecord(ctx context.Context, dataDir, storeURL, nodeURL string, log *slog.Logger) (*durable, error) {
 	st, shared, err := openStore(ctx, dataDir, storeURL)
 	if err != nil {
 		return nil, err
@@ -82,7 +94,7 @@ func openRecord(ctx context.Context, dataDir, storeURL string, log *slog.Logger)
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	if err := st.RegisterInstance(ctx, store.Instance{ID: inst.ID, PID: os.Getpid(), Host: host, StartedAt: time.Now()}); err != nil {
+	if err := st.RegisterInstance(ctx, store.Instance{ID: inst.ID, PID: os.Getpid(), Host: host, URL: nodeURL, StartedAt: time.Now()}); err != nil {
 		_ = inst.Release()
 		_ = st.Close()
 		return nil, err

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/user"
@@ -26,6 +28,7 @@ import (
 	"github.com/tandem-sh/tandem/internal/session"
 	"github.com/tandem-sh/tandem/internal/spool"
 	"github.com/tandem-sh/tandem/internal/stdio"
+	"github.com/tandem-sh/tandem/internal/store/postgres"
 	"github.com/tandem-sh/tandem/internal/target"
 	"github.com/tandem-sh/tandem/internal/web"
 )
@@ -42,7 +45,8 @@ type serveFlags struct {
 	http      string        // HTTP mode's listener; "" serves stdio
 	tlsCert   string
 	tlsKey    string
-	insecure  bool // --insecure-http: plain HTTP on a non-loopback address
+	insecure  bool   // --insecure-http: plain HTTP on a non-loopback address
+	advertise string // --advertise-url: how the other nodes of a cluster reach this one
 }
 
 func serveCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -70,6 +74,7 @@ func serveCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	c.Flags().StringVar(&f.http, "http", "", "serve MCP over Streamable HTTP at /mcp on this address (host:port, port 0 picks one) instead of stdio; every request needs a bearer claim")
 	c.Flags().StringVar(&f.tlsCert, "tls-cert", "", "with --http: serve HTTPS with this certificate (PEM)")
 	c.Flags().StringVar(&f.tlsKey, "tls-key", "", "with --http: the certificate's private key (PEM)")
+	c.Flags().StringVar(&f.advertise, "advertise-url", "", "with a cluster (cluster.secretFile and --store postgres://): the URL the other nodes reach this one at (default cluster.url, else the --http address)")
 	c.Flags().BoolVar(&f.insecure, "insecure-http", false, "with --http: allow plain HTTP on a non-loopback address (bearer tokens then cross the network in clear text)")
 	return c
 }
@@ -119,12 +124,7 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	signalled := ctx
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	rec, err := openRecord(ctx, dataDir, f.store, log)
-	if err != nil {
-		return err
-	}
-	defer rec.close(log)
-	hm, err := newHTTPMode(ctx, f, cfg, dataDir, rec, log)
+	hm, err := newHTTPMode(f, cfg, dataDir, log)
 	if err != nil {
 		return err
 	}
@@ -132,7 +132,21 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	if err != nil {
 		return err
 	}
+	defer ln.Close()
 	base := hm.scheme() + "://" + ln.Addr().String()
+	_, shared := storeKind(f.store)
+	nodeURL, err := advertiseURL(f, cfg, base, shared, hm, log)
+	if err != nil {
+		return err
+	}
+	rec, err := openRecord(ctx, dataDir, f.store, nodeURL, log)
+	if err != nil {
+		return err
+	}
+	defer rec.close(log)
+	if err := hm.useStore(ctx, rec.st); err != nil {
+		return err
+	}
 	// The gauges read the manager and the broker when Prometheus scrapes.
 	var sessions *session.Manager
 	var broker *approval.Broker
@@ -182,7 +196,7 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 			RunDir:  runDir, Env: shellEnv(), User: currentUser(), Refused: refused,
 			Implicit: implicitTarget(f, cfg), CheckRoot: func(dir string) error { return checkRoot(dir, home, dataDir, runDir) },
 		},
-		MonitorURL:        func(key string) string { return web.MonitorURL(base, key) },
+		MonitorURL:        func(key string) string { return web.MonitorURL(cmp.Or(nodeURL, base), key) },
 		CommandTimeout:    time.Duration(cfg.Limits.CommandTimeout),
 		InlineOutputBytes: cfg.Limits.InlineOutputBytes,
 		Logger:            log,
@@ -197,11 +211,25 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	if err := noteDashboard(dataDir, base); err != nil {
 		log.Warn("note the dashboard's address for tandem dashboard-url", "err", err)
 	}
+	webOpts.Routes = map[string]http.Handler{}
 	if hm.on() {
 		webOpts.Routes = hm.routes(srv, base)
 	}
-	if webOpts.Routes == nil {
-		webOpts.Routes = map[string]http.Handler{}
+	if nodeURL != "" {
+		node, err := newNode(cfg, rec, met, log)
+		if err != nil {
+			return err
+		}
+		webOpts.Routes["/mcp"] = node.MCP(webOpts.Routes["/mcp"], mcpRouting(hm, sessions))
+		webOpts.Wrap = func(h http.Handler) http.Handler {
+			return node.Monitor(h, func(key string) bool { _, ok := sessions.ByMonitorKey(key); return ok })
+		}
+		maps.Copy(webOpts.Routes, internalRoutes(node, sessions, broker))
+		p := newPeers(node, rec.st, broker, log)
+		webOpts.Operator.Approvals = clusterDesk{broker, p}
+		webOpts.Operator.Sessions = clusterSessions{dashSessions{sessions}, p}
+		go p.listen(ctx, rec.st.(*postgres.DB), func(ctx context.Context) { _ = hm.revs.Refresh(ctx) })
+		log.Info("cluster node", "node", rec.inst.ID, "url", nodeURL)
 	}
 	webOpts.Routes["GET /metrics"] = met.Handler()
 	webOpts.Routes["GET /healthz"] = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })

@@ -89,7 +89,7 @@ func tokenIssueCmd(stdout io.Writer) *cobra.Command {
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				return fmt.Errorf("data dir: %w", err)
 			}
-			key, err := claim.LoadOrCreateKey(dataDir)
+			key, err := signingKey(cfg, dataDir)
 			if err != nil {
 				return err
 			}
@@ -162,14 +162,14 @@ func tokenJWKSCmd(stdout io.Writer) *cobra.Command {
 		Short: "Print the public key set that verifies tandem's tokens",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, dataDir, err := f.load()
+			cfg, dataDir, err := f.load()
 			if err != nil {
 				return err
 			}
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				return fmt.Errorf("data dir: %w", err)
 			}
-			key, err := claim.LoadOrCreateKey(dataDir)
+			key, err := signingKey(cfg, dataDir)
 			if err != nil {
 				return err
 			}
@@ -183,4 +183,14 @@ func tokenJWKSCmd(stdout io.Writer) *cobra.Command {
 	}
 	f.add(c)
 	return c
+}
+
+// signingKey is tandem's own token key: auth.signingKey when set (the
+// file a cluster's nodes share), else claim.key in the data dir, created
+// on first use.
+func signingKey(cfg *config.Config, dataDir string) (ed25519.PrivateKey, error) {
+	if cfg.Auth.SigningKey != "" {
+		return claim.LoadKeyFile(cfg.Auth.SigningKey)
+	}
+	return claim.LoadOrCreateKey(dataDir)
 }

@@ -184,3 +184,18 @@ func describe(k crypto.PublicKey) string {
 	}
 	return fmt.Sprintf("%T", k)
 }
+
+// LoadKeyFile returns tandem's Ed25519 signing key from a file that must
+// already exist (PKCS#8 PEM, as `openssl genpkey -algorithm ed25519`
+// writes), under the same checks as LoadOrCreateKey. The nodes of a cluster
+// name one such file: creating it on each would give each node its own key.
+func LoadKeyFile(path string) (ed25519.PrivateKey, error) {
+	key, err := readKey(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("claim: signing key %s does not exist: create it once (openssl genpkey -algorithm ed25519 -out %s; chmod 600 %s) and give every node the same file", path, path, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim: load key: %w", err)
+	}
+	return key, nil
+}

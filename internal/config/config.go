@@ -45,7 +45,31 @@ type Config struct {
 	Policy *Policy `yaml:"policy"`
 	// Approvals bound how long calls wait for a human.
 	Approvals Approvals `yaml:"approvals"`
+	// Cluster joins the nodes that share one PostgreSQL store (--store),
+	// so that any node serves any session's calls.
+	Cluster Cluster `yaml:"cluster"`
 }
+
+// Cluster configures the channel between nodes sharing a store: each node
+// forwards a call to the node holding its session, signed with the
+// secret, and the owner checks the caller's claim again.
+type Cluster struct {
+	// Secret or SecretFile holds the secret every node of the cluster
+	// shares, at least 32 bytes (e.g. openssl rand -hex 32); a file keeps
+	// it out of the config.
+	Secret     string `yaml:"secret"`
+	SecretFile string `yaml:"secretFile"`
+	// URL is how the other nodes reach this one, such as
+	// https://10.0.0.5:8443; default the --http listener's address.
+	// --advertise-url sets it per node.
+	URL string `yaml:"url"`
+	// CAFile, if set, holds the CA certificates (PEM) that the other
+	// nodes' TLS certificates are checked against, instead of the system's.
+	CAFile string `yaml:"caFile"`
+}
+
+// On reports whether a cluster secret is configured.
+func (c Cluster) On() bool { return c.Secret != "" || c.SecretFile != "" }
 
 // Policy is a mode and rules: what runs, what waits for a human, what never
 // runs. The most specific policy applies whole: a target's, else its
@@ -124,6 +148,10 @@ type Auth struct {
 	MaxTTL Duration `yaml:"maxTTL"`
 	// Issuers are external identity providers whose tokens are accepted.
 	Issuers []Issuer `yaml:"issuers"`
+	// SigningKey is the file of tandem's own Ed25519 signing key (PKCS#8
+	// PEM, mode 0600); default claim.key in the data dir. The nodes of a
+	// cluster share one, so that a token any of them issued is good on all.
+	SigningKey string `yaml:"signingKey"`
 }
 
 // Issuer is an external identity provider.
@@ -368,12 +396,41 @@ func (c *Config) validate(base, home string) error {
 	if c.Audit.OnFailure != AuditRefuse && c.Audit.OnFailure != AuditContinue {
 		bad("audit.onFailure", "must be refuse or continue, got %q", c.Audit.OnFailure)
 	}
+	c.validateCluster(base, home, bad)
+	if c.Auth.SigningKey != "" {
+		c.Auth.SigningKey = resolve(c.Auth.SigningKey, base, home)
+	}
 	for i, h := range c.Web.PublicHosts {
 		if h == "" || strings.ContainsAny(h, "/:@ ") {
 			bad(fmt.Sprintf("web.publicHosts[%d]", i), "must be a bare host name, got %q", h)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateCluster checks the cluster block and resolves its paths.
+func (c *Config) validateCluster(base, home string, bad func(key, format string, a ...any)) {
+	cl := &c.Cluster
+	if cl.Secret != "" && cl.SecretFile != "" {
+		bad("cluster", "set secret or secretFile, not both")
+	}
+	if cl.Secret != "" && len(cl.Secret) < 32 {
+		bad("cluster.secret", "must be at least 32 characters (e.g. openssl rand -hex 32)")
+	}
+	if cl.SecretFile != "" {
+		cl.SecretFile = resolve(cl.SecretFile, base, home)
+	}
+	if cl.CAFile != "" {
+		cl.CAFile = resolve(cl.CAFile, base, home)
+	}
+	if cl.URL != "" {
+		if u, err := url.Parse(cl.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") {
+			bad("cluster.url", "must be http(s)://host:port of this node, got %q", cl.URL)
+		}
+	}
+	if !cl.On() && (cl.URL != "" || cl.CAFile != "") {
+		bad("cluster", "url and caFile need secret or secretFile")
+	}
 }
 
 // validateTargets checks one list of targets (top-level or a tenant's) and

@@ -2,12 +2,16 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/tandem-sh/tandem/internal/session"
+	"github.com/tandem-sh/tandem/internal/store"
 	"github.com/tandem-sh/tandem/internal/target"
 )
 
@@ -38,6 +42,8 @@ const (
 	codeToolNotAllowed     = "tool_not_allowed"
 	codeUnauthenticated    = "unauthenticated"
 	codeShuttingDown       = "server_shutting_down"
+	codeStoreUnavailable   = "store_unavailable"
+	codeNodeUnavailable    = "node_unavailable"
 )
 
 // tokenHint shows the call format every session tool needs (seed AC5.4).
@@ -104,6 +110,8 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 			reply{"reason": ended.Reason, "endedAt": ended.At.UTC().Format(time.RFC3339Nano)})
 	case errors.As(err, &tokErr):
 		return invalidToken(tokErr.Name)
+	case errors.Is(err, store.ErrSharedUnavailable):
+		return storeUnavailable(err)
 	case errors.Is(err, session.ErrDraining):
 		return fail(codeShuttingDown, "This tandem is shutting down: it lets running commands finish but starts no new sessions. Retry shortly (another node, or this one after its restart).", nil)
 	case errors.Is(err, session.ErrNameTaken):
@@ -200,4 +208,28 @@ func exitCode(c session.Record) any {
 		return nil
 	}
 	return c.ExitCode
+}
+
+// storeUnavailable is the reply while the shared store cannot be reached:
+// nothing ran, since nothing could be recorded, and service resumes by
+// itself when the store is back.
+func storeUnavailable(err error) *failure {
+	return fail(codeStoreUnavailable, "The shared store (PostgreSQL) cannot be reached right now ("+err.Error()+"), so tandem ran nothing: what cannot be recorded does not happen. Retry in a few seconds; service resumes by itself when the store is back.", nil)
+}
+
+// UnreachableReply is the JSON-RPC response (for request id) to a tool
+// call that another node had to serve, whose session's node could not be
+// reached. A cluster router sends it in place of the owner's reply.
+func UnreachableReply(id json.RawMessage, tool, sessionName string, err error) []byte {
+	f := fail(codeNodeUnavailable, fmt.Sprintf("The tandem node that holds session '%s' does not answer (%v), so %s did not run there. If that node is gone, the session ends within seconds with reason node_lost: then call ssh_connect again, for example %s.", sessionName, err, tool, reconnectExample), nil)
+	res := result(f.reply())
+	b, merr := json.Marshal(struct {
+		JSONRPC string              `json:"jsonrpc"`
+		ID      json.RawMessage     `json:"id"`
+		Result  *mcp.CallToolResult `json:"result"`
+	}{"2.0", id, res})
+	if merr != nil {
+		return []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"node_unavailable"}}`)
+	}
+	return b
 }

@@ -12,6 +12,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/tandem-sh/tandem/internal/audit"
 	"github.com/tandem-sh/tandem/internal/claim"
 	"github.com/tandem-sh/tandem/internal/session"
+	"github.com/tandem-sh/tandem/internal/store"
 	"github.com/tandem-sh/tandem/internal/target"
 )
 
@@ -281,6 +283,10 @@ func handler[A any](s *Server, name string, run func(ctx context.Context, c sess
 		if auditErr := s.auditReady(ctx, info.budget); auditErr != nil {
 			s.log.Error("audit log unavailable; refusing the call", "tool", name, "err", auditErr)
 			info.skipAudit = true
+			if errors.Is(auditErr, store.ErrSharedUnavailable) {
+				r = storeUnavailable(auditErr).reply()
+				return
+			}
 			r = fail(codeAuditUnavailable, "The audit log cannot be written right now ("+auditErr.Error()+"), and tandem runs nothing it cannot record. Retry shortly; if it persists, check the data dir's disk and whether another process holds tandem.db locked.", nil).reply()
 			return
 		}

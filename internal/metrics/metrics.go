@@ -24,6 +24,8 @@ type Metrics struct {
 	decided       *prometheus.CounterVec
 	auditAppend   prometheus.Histogram
 	storeErrors   prometheus.Counter
+	forwarded     *prometheus.CounterVec
+	forwardTime   *prometheus.HistogramVec
 }
 
 // Gauges are read when Prometheus scrapes: the live counts.
@@ -53,7 +55,14 @@ func New(g Gauges) *Metrics {
 		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}})
 	m.storeErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_store_errors_total",
 		Help: "Failed writes to the store (audit records that could not be committed)."})
+	m.forwarded = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tandem_forwarded_requests_total",
+		Help: "Requests this node sent to the node holding their session, by kind (mcp, monitor, internal) and outcome (ok, unreachable)."},
+		[]string{"kind", "outcome"})
+	m.forwardTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tandem_forwarded_request_duration_seconds",
+		Help:    "How long forwarded requests took, the owner's work included, by kind.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}}, []string{"kind"})
 	m.reg.MustRegister(m.toolCalls, m.toolLatency, m.gateTrips, m.sessionsEnded, m.decided, m.auditAppend, m.storeErrors,
+		m.forwarded, m.forwardTime,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if g.ActiveSessions != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tandem_sessions", Help: "Sessions by state.",
@@ -93,3 +102,12 @@ func (m *Metrics) SessionEnded(reason string) { m.sessionsEnded.WithLabelValues(
 
 // ApprovalDecided counts an answered approval.
 func (m *Metrics) ApprovalDecided(status, by string) { m.decided.WithLabelValues(status, by).Inc() }
+
+// Forwarded counts one request sent to the node holding its session.
+func (m *Metrics) Forwarded(kind, outcome string, took time.Duration) {
+	m.forwarded.WithLabelValues(kind, outcome).Inc()
+	m.forwardTime.WithLabelValues(kind).Observe(took.Seconds())
+}
+
+// StoreError counts a failed store operation outside the audit path.
+func (m *Metrics) StoreError() { m.storeErrors.Inc() }

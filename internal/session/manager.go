@@ -462,3 +462,11 @@ func (m *Manager) live(keep func(*Session) bool) []*Session {
 	}
 	return out
 }
+
+// Has reports whether this process holds c's live session of that name:
+// a node asks before looking for it on other nodes.
+func (m *Manager) Has(c Caller, name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sessions[key{c, name}] != nil
+}

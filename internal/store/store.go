@@ -56,11 +56,21 @@ type Store interface {
 	// ActiveSessions returns every session the directory calls active,
 	// oldest first.
 	ActiveSessions(ctx context.Context) ([]SessionRow, error)
+	// Session returns one session, active or ended; ErrNotFound if the id
+	// is unknown. It tells a node which node holds a session's shell.
+	Session(ctx context.Context, id string) (SessionRow, error)
+	// ActiveSession returns the active session named name of one caller
+	// (tenant and owner); ErrNotFound if there is none. A node that does
+	// not hold it finds here the node that does.
+	ActiveSession(ctx context.Context, tenant, owner, name string) (SessionRow, error)
 
 	// AddCommand records one finished (or abandoned) command of a session.
 	AddCommand(ctx context.Context, c CommandRow) error
 	// Commands returns a session's commands in the order they started.
 	Commands(ctx context.Context, sessionID string) ([]CommandRow, error)
+	// CommandSession returns the id of the session that ran a command;
+	// ErrNotFound if no such command was recorded.
+	CommandSession(ctx context.Context, commandID string) (string, error)
 
 	// AddReplay records where a session's recording is, under the hash of
 	// its monitoring key.
@@ -97,6 +107,9 @@ type Store interface {
 	// DecideApproval records the answer to a pending approval; an approval
 	// no longer pending keeps its first answer.
 	DecideApproval(ctx context.Context, id, status, by, reason string, at time.Time) error
+	// PendingApprovals lists every process's pending approvals, oldest
+	// first, so that any node's dashboard shows them all.
+	PendingApprovals(ctx context.Context) ([]ApprovalRow, error)
 	// DenyApprovalsOf denies a gone process's pending approvals, returning them.
 	DenyApprovalsOf(ctx context.Context, instanceID, by, reason string, at time.Time) ([]ApprovalRow, error)
 
@@ -119,6 +132,13 @@ var (
 	// SQLite's file stays locked by another process, or cannot be opened.
 	// Trying again later may succeed.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrSharedUnavailable means the shared database that several nodes
+	// use (PostgreSQL) cannot be reached or does not answer in time. It
+	// always comes with ErrUnavailable; agents see it as store_unavailable.
+	ErrSharedUnavailable = errors.New("shared store unavailable")
+	// ErrNameTaken means another node already holds an active session of
+	// that name for the same caller.
+	ErrNameTaken = errors.New("an active session already has that name")
 )
 
 // SchemaError says which schema versions disagree when a database is newer
@@ -152,6 +172,9 @@ type Instance struct {
 	PID       int
 	Host      string
 	StartedAt time.Time
+	// URL is where the other nodes reach this process's internal API, to
+	// forward calls for the sessions it holds; "" if it serves none.
+	URL string
 	// HeartbeatAt and EndedAt are filled in by reads; RegisterInstance
 	// ignores them. EndedAt is zero while the instance lives.
 	HeartbeatAt time.Time

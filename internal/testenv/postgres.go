@@ -201,6 +201,7 @@ func startCluster(bin string) (*pgCluster, error) {
 	}
 	// The free port may be taken again before postgres binds it; retry then.
 	for attempt := 1; ; attempt++ {
+		c.port, c.proc = 0, nil // a new free port each time
 		err = c.start(bin)
 		if err == nil {
 			return c, nil
@@ -250,13 +251,15 @@ func (c *pgCluster) command(name string, args ...string) *exec.Cmd {
 // start starts postgres on a free loopback port (its socket in the
 // cluster's directory) and waits until it takes connections.
 func (c *pgCluster) start(bin string) error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
+	if c.port == 0 || c.proc == nil {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		c.port = ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
 	}
-	c.port = ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	logf, err := os.Create(filepath.Join(c.dir, "postgres.log"))
+	logf, err := os.OpenFile(filepath.Join(c.dir, "postgres.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o666)
 	if err != nil {
 		return err
 	}
@@ -315,6 +318,11 @@ func (c *pgCluster) start(bin string) error {
 // stop shuts postgres down (fast shutdown: clients are disconnected),
 // kills its process group if it lingers, and removes the directory.
 func (c *pgCluster) stop() error {
+	return errors.Join(c.shutdown(), os.RemoveAll(c.dir))
+}
+
+// shutdown stops postgres (fast shutdown) and keeps its data.
+func (c *pgCluster) shutdown() error {
 	var err error
 	_ = c.proc.Signal(syscall.SIGINT)
 	select {
@@ -323,7 +331,56 @@ func (c *pgCluster) stop() error {
 		err = errors.New("postgres ignored the fast shutdown for 15 s; killed")
 	}
 	c.kill()
-	return errors.Join(err, os.RemoveAll(c.dir))
+	return err
+}
+
+// PostgresServer is a PostgreSQL server of one test's own, which the test
+// may stop and start again, as an outage would.
+type PostgresServer struct {
+	c   *pgCluster
+	bin string
+}
+
+// OwnPostgres starts a throwaway PostgreSQL cluster for t alone (not the
+// shared one [Postgres] hands out databases of), stopped and removed at
+// t's cleanup. Without PostgreSQL's programs the test is skipped, or fails
+// when CI=true.
+func OwnPostgres(t testing.TB) *PostgresServer {
+	t.Helper()
+	bin, err := postgresBin()
+	if err != nil {
+		Missing(t, "%v", err)
+	}
+	c, err := startCluster(bin)
+	if err != nil {
+		t.Fatalf("testenv: start PostgreSQL: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.stop(); err != nil {
+			t.Errorf("testenv: stop PostgreSQL: %v", err)
+		}
+	})
+	return &PostgresServer{c: c, bin: bin}
+}
+
+// URL is the server's maintenance database, for tandem's --store.
+func (s *PostgresServer) URL() string { return s.c.url("postgres") }
+
+// Stop shuts the server down; clients are disconnected and connecting is
+// refused until Start.
+func (s *PostgresServer) Stop(t testing.TB) {
+	t.Helper()
+	if err := s.c.shutdown(); err != nil {
+		t.Fatalf("testenv: stop PostgreSQL: %v", err)
+	}
+}
+
+// Start starts the server again on the same port with the same data.
+func (s *PostgresServer) Start(t testing.TB) {
+	t.Helper()
+	if err := s.c.start(s.bin); err != nil {
+		t.Fatalf("testenv: restart PostgreSQL: %v\n%s", err, s.c.log())
+	}
 }
 
 // kill SIGKILLs postgres's process group: the server and any backend that

@@ -66,6 +66,10 @@ type Options struct {
 	// pattern: /mcp and its OAuth metadata in HTTP mode. The Host check
 	// applies to them too.
 	Routes map[string]http.Handler
+	// Wrap, if set, wraps every route but the Host check, which stays
+	// outermost: a cluster node uses it to send a session's pages to the
+	// node that holds the session.
+	Wrap func(http.Handler) http.Handler
 	// Operator turns on the operator dashboard at / and its API under
 	// /api/, for whoever holds Operator.Token. Nil means no dashboard: /
 	// explains tandem and every /api/ path is not found. New panics if
@@ -139,7 +143,11 @@ func New(s Sessions, opts *Options) *Server {
 	for pattern, h := range o.Routes {
 		mux.Handle(pattern, h)
 	}
-	srv.handler = checkHost(o.PublicHosts, secureHeaders(mux))
+	var h http.Handler = secureHeaders(mux)
+	if o.Wrap != nil {
+		h = o.Wrap(h)
+	}
+	srv.handler = checkHost(o.PublicHosts, h)
 	return srv
 }
 

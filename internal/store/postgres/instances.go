@@ -11,14 +11,14 @@ import (
 	"github.com/tandem-sh/tandem/internal/store"
 )
 
-const instanceCols = `id, pid, host, started_at, heartbeat_at, ended_at`
+const instanceCols = `id, pid, host, url, started_at, heartbeat_at, ended_at`
 
 // RegisterInstance implements [store.Store].
 func (db *DB) RegisterInstance(ctx context.Context, in store.Instance) error {
 	return db.run(ctx, "store register instance", func(ctx context.Context) error {
 		_, err := db.pool.Exec(ctx,
-			`INSERT INTO instances (id, pid, host, started_at, heartbeat_at) VALUES ($1, $2, $3, $4, $4)`,
-			in.ID, in.PID, in.Host, in.StartedAt)
+			`INSERT INTO instances (id, pid, host, url, started_at, heartbeat_at) VALUES ($1, $2, $3, $4, $5, $5)`,
+			in.ID, in.PID, in.Host, in.URL, in.StartedAt)
 		return err
 	})
 }
@@ -108,7 +108,7 @@ func scanInstances(rows pgx.Rows) ([]store.Instance, error) {
 			in    store.Instance
 			ended *time.Time
 		)
-		if err := row.Scan(&in.ID, &in.PID, &in.Host, &in.StartedAt, &in.HeartbeatAt, &ended); err != nil {
+		if err := row.Scan(&in.ID, &in.PID, &in.Host, &in.URL, &in.StartedAt, &in.HeartbeatAt, &ended); err != nil {
 			return store.Instance{}, err
 		}
 		in.StartedAt, in.HeartbeatAt, in.EndedAt = utc(in.StartedAt), utc(in.HeartbeatAt), utcPtr(ended)

@@ -123,7 +123,9 @@ func (e *unavailableError) Error() string {
 }
 
 // Unwrap returns [store.ErrUnavailable] and the driver's error.
-func (e *unavailableError) Unwrap() []error { return []error{store.ErrUnavailable, e.err} }
+func (e *unavailableError) Unwrap() []error {
+	return []error{store.ErrUnavailable, store.ErrSharedUnavailable, e.err}
+}
 
 // serverAddr names the server a connection goes to: host:port, or the
 // Unix socket file.

@@ -74,7 +74,7 @@ func TestMigrations(t *testing.T) {
 	ctx := context.Background()
 	url := testenv.Postgres(t)
 	db := open(t, url)
-	const latest = 1 // migrations/0001_init.sql
+	const latest = 2 // migrations/0002_cluster.sql
 	if v, err := db.SchemaVersion(ctx); err != nil || v != latest {
 		t.Fatalf("schema version = %d, %v; want %d", v, err, latest)
 	}

@@ -13,10 +13,13 @@ func (db *DB) Revoke(ctx context.Context, jti string, expires time.Time) error {
 	if jti == "" {
 		return fmt.Errorf("store revoke: empty jti")
 	}
-	return db.run(ctx, "store revoke", func(ctx context.Context) error {
-		_, err := db.pool.Exec(ctx, `INSERT INTO revoked_tokens (jti, expires_at, revoked_at) VALUES ($1, $2, $3)
+	return db.tx(ctx, "store revoke", func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO revoked_tokens (jti, expires_at, revoked_at) VALUES ($1, $2, $3)
 			ON CONFLICT (jti) DO NOTHING`, jti, expires, time.Now())
-		return err
+		if err != nil {
+			return err
+		}
+		return notify(ctx, tx, ChannelRevoked, jti)
 	})
 }
 

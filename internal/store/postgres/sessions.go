@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tandem-sh/tandem/internal/store"
 )
@@ -21,13 +22,21 @@ func (db *DB) CreateSession(ctx context.Context, r store.SessionRow) error {
 	if len(r.TokenHash) != 32 {
 		return fmt.Errorf("store create session %q: token hash is %d bytes, want 32 (SHA-256)", r.Name, len(r.TokenHash))
 	}
-	return db.run(ctx, "store create session", func(ctx context.Context) error {
-		_, err := db.pool.Exec(ctx, `INSERT INTO sessions (`+sessionCols+`)
+	err := db.tx(ctx, "store create session", func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO sessions (`+sessionCols+`)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'active', $12, NULL, '')`,
 			r.ID, r.Name, r.Tenant, r.Owner, r.InstanceID, r.Target, r.Kind, r.Host, r.Port, r.Username,
 			r.TokenHash, r.CreatedAt)
-		return err
+		if err != nil {
+			return err
+		}
+		return notify(ctx, tx, ChannelSessions, r.ID)
 	})
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "sessions_active_name" {
+		return fmt.Errorf("store create session %q: %w", r.Name, store.ErrNameTaken)
+	}
+	return err
 }
 
 // EndSession implements [store.Store].
@@ -36,8 +45,11 @@ func (db *DB) EndSession(ctx context.Context, id, reason string, at time.Time) e
 		tag, err := tx.Exec(ctx,
 			`UPDATE sessions SET status = 'ended', ended_at = $1, end_reason = $2 WHERE id = $3 AND status = 'active'`,
 			at, reason, id)
-		if err != nil || tag.RowsAffected() == 1 {
+		if err != nil {
 			return err
+		}
+		if tag.RowsAffected() == 1 {
+			return notify(ctx, tx, ChannelSessions, id)
 		}
 		var one int
 		err = tx.QueryRow(ctx, `SELECT 1 FROM sessions WHERE id = $1`, id).Scan(&one)
@@ -54,14 +66,16 @@ func (db *DB) EndSession(ctx context.Context, id, reason string, at time.Time) e
 // each session back.
 func (db *DB) EndSessionsOf(ctx context.Context, instanceID, reason string, at time.Time) ([]store.SessionRow, error) {
 	var out []store.SessionRow
-	err := db.run(ctx, "store end sessions of instance", func(ctx context.Context) error {
-		rows, err := db.pool.Query(ctx, `UPDATE sessions SET status = 'ended', ended_at = $1, end_reason = $2
+	err := db.tx(ctx, "store end sessions of instance", func(ctx context.Context, tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `UPDATE sessions SET status = 'ended', ended_at = $1, end_reason = $2
 			WHERE instance_id = $3 AND status = 'active' RETURNING `+sessionCols, at, reason, instanceID)
 		if err != nil {
 			return err
 		}
-		out, err = scanSessions(rows)
-		return err
+		if out, err = scanSessions(rows); err != nil || len(out) == 0 {
+			return err
+		}
+		return notify(ctx, tx, ChannelSessions, instanceID)
 	})
 	if err != nil {
 		return nil, err
@@ -168,4 +182,47 @@ func (db *DB) Commands(ctx context.Context, sessionID string) ([]store.CommandRo
 		return nil, err
 	}
 	return out, nil
+}
+
+// Session implements [store.Store].
+func (db *DB) Session(ctx context.Context, id string) (store.SessionRow, error) {
+	return db.oneSession(ctx, "store session", `SELECT `+sessionCols+` FROM sessions WHERE id = $1`, id)
+}
+
+// ActiveSession implements [store.Store].
+func (db *DB) ActiveSession(ctx context.Context, tenant, owner, name string) (store.SessionRow, error) {
+	return db.oneSession(ctx, "store active session", `SELECT `+sessionCols+` FROM sessions
+		WHERE tenant = $1 AND owner = $2 AND name = $3 AND status = 'active'`, tenant, owner, name)
+}
+
+// oneSession runs a query for at most one session; ErrNotFound if none.
+func (db *DB) oneSession(ctx context.Context, op, query string, args ...any) (store.SessionRow, error) {
+	var out []store.SessionRow
+	err := db.run(ctx, op, func(ctx context.Context) error {
+		rows, err := db.pool.Query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		out, err = scanSessions(rows)
+		return err
+	})
+	switch {
+	case err != nil:
+		return store.SessionRow{}, err
+	case len(out) == 0:
+		return store.SessionRow{}, fmt.Errorf("%s: %w", op, store.ErrNotFound)
+	}
+	return out[0], nil
+}
+
+// CommandSession implements [store.Store].
+func (db *DB) CommandSession(ctx context.Context, commandID string) (string, error) {
+	var id string
+	err := db.run(ctx, "store command session", func(ctx context.Context) error {
+		return db.pool.QueryRow(ctx, `SELECT session_id FROM commands WHERE id = $1`, commandID).Scan(&id)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("command %q: %w", commandID, store.ErrNotFound)
+	}
+	return id, err
 }

@@ -3,6 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/store"
@@ -55,6 +57,39 @@ func (s *DB) DenyApprovalsOf(ctx context.Context, instanceID, by, reason string,
 	})
 	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// PendingApprovals implements [store.Store].
+func (s *DB) PendingApprovals(ctx context.Context) ([]store.ApprovalRow, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, instance_id, tenant, actor, session_id, session_name, target, tool,
+		command, cwd, fingerprint, rule, status, created_at, expires_at FROM approvals
+		WHERE status = 'pending' ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("store pending approvals: %w", err)
+	}
+	defer rows.Close()
+	var out []store.ApprovalRow
+	for rows.Next() {
+		var (
+			r                store.ApprovalRow
+			created, expires string
+		)
+		if err := rows.Scan(&r.ID, &r.InstanceID, &r.Tenant, &r.Actor, &r.SessionID, &r.SessionName, &r.Target, &r.Tool,
+			&r.Command, &r.Cwd, &r.Fingerprint, &r.Rule, &r.Status, &created, &expires); err != nil {
+			return nil, fmt.Errorf("store pending approvals: %w", err)
+		}
+		var errC, errE error
+		r.CreatedAt, errC = parseTime(created)
+		r.ExpiresAt, errE = parseTime(expires)
+		if err := errors.Join(errC, errE); err != nil {
+			return nil, fmt.Errorf("store pending approvals: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store pending approvals: %w", err)
 	}
 	return out, nil
 }

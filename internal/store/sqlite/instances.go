@@ -14,8 +14,8 @@ import (
 func (s *DB) RegisterInstance(ctx context.Context, in store.Instance) error {
 	return s.write(ctx, "store register instance", func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx,
-			`INSERT INTO instances (id, pid, host, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?)`,
-			in.ID, in.PID, in.Host, fmtTime(in.StartedAt), fmtTime(in.StartedAt))
+			`INSERT INTO instances (id, pid, host, url, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			in.ID, in.PID, in.Host, in.URL, fmtTime(in.StartedAt), fmtTime(in.StartedAt))
 		return err
 	})
 }
@@ -71,7 +71,7 @@ func instanceState(ctx context.Context, tx *sql.Tx, id string) error {
 // Instance implements [store.Store].
 func (s *DB) Instance(ctx context.Context, id string) (store.Instance, error) {
 	rows, err := s.db.QueryContext(ctx,
-		`SELECT id, pid, host, started_at, heartbeat_at, ended_at FROM instances WHERE id = ?`, id)
+		`SELECT id, pid, host, url, started_at, heartbeat_at, ended_at FROM instances WHERE id = ?`, id)
 	if err != nil {
 		return store.Instance{}, fmt.Errorf("store instance: %w", err)
 	}
@@ -88,7 +88,7 @@ func (s *DB) Instance(ctx context.Context, id string) (store.Instance, error) {
 // DeadInstances implements [store.Store].
 func (s *DB) DeadInstances(ctx context.Context, staleBefore time.Time) ([]store.Instance, error) {
 	rows, err := s.db.QueryContext(ctx,
-		`SELECT id, pid, host, started_at, heartbeat_at, ended_at FROM instances
+		`SELECT id, pid, host, url, started_at, heartbeat_at, ended_at FROM instances
 		 WHERE ended_at IS NULL AND heartbeat_at < ? ORDER BY heartbeat_at, id`, fmtTime(staleBefore))
 	if err != nil {
 		return nil, fmt.Errorf("store dead instances: %w", err)
@@ -111,7 +111,7 @@ func scanInstances(rows *sql.Rows) ([]store.Instance, error) {
 			ended                sql.NullString
 			errS, errH, errEnded error
 		)
-		if err := rows.Scan(&in.ID, &in.PID, &in.Host, &started, &heartbeat, &ended); err != nil {
+		if err := rows.Scan(&in.ID, &in.PID, &in.Host, &in.URL, &started, &heartbeat, &ended); err != nil {
 			return nil, err
 		}
 		in.StartedAt, errS = parseTime(started)

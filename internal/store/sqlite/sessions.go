@@ -180,3 +180,43 @@ func (s *DB) Commands(ctx context.Context, sessionID string) ([]store.CommandRow
 	}
 	return out, nil
 }
+
+// Session implements [store.Store].
+func (s *DB) Session(ctx context.Context, id string) (store.SessionRow, error) {
+	return s.oneSession(ctx, "store session", `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id)
+}
+
+// ActiveSession implements [store.Store].
+func (s *DB) ActiveSession(ctx context.Context, tenant, owner, name string) (store.SessionRow, error) {
+	return s.oneSession(ctx, "store active session", `SELECT `+sessionCols+` FROM sessions
+		WHERE tenant = ? AND owner = ? AND name = ? AND status = 'active' ORDER BY created_at DESC LIMIT 1`, tenant, owner, name)
+}
+
+// oneSession runs a query for at most one session; ErrNotFound if none.
+func (s *DB) oneSession(ctx context.Context, op, query string, args ...any) (store.SessionRow, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return store.SessionRow{}, fmt.Errorf("%s: %w", op, err)
+	}
+	out, err := scanSessions(rows)
+	switch {
+	case err != nil:
+		return store.SessionRow{}, fmt.Errorf("%s: %w", op, err)
+	case len(out) == 0:
+		return store.SessionRow{}, fmt.Errorf("%s: %w", op, store.ErrNotFound)
+	}
+	return out[0], nil
+}
+
+// CommandSession implements [store.Store].
+func (s *DB) CommandSession(ctx context.Context, commandID string) (string, error) {
+	var id string
+	err := s.db.QueryRowContext(ctx, `SELECT session_id FROM commands WHERE id = ?`, commandID).Scan(&id)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", fmt.Errorf("command %q: %w", commandID, store.ErrNotFound)
+	case err != nil:
+		return "", fmt.Errorf("store command session: %w", err)
+	}
+	return id, nil
+}

@@ -81,7 +81,7 @@ func TestStoreMigrations(t *testing.T) {
 		t.Fatal(err)
 	}
 	st = openStore(t, dir)
-	const latest = 4 // migrations/0004_approvals.sql
+	const latest = 5 // migrations/0005_cluster.sql
 	if v, err := st.SchemaVersion(ctx); err != nil || v != latest {
 		t.Fatalf("schema version = %d, %v; want %d", v, err, latest)
 	}

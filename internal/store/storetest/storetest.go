@@ -137,7 +137,7 @@ func (s *suite) instances(t *testing.T) {
 	st, _ := s.fresh(t)
 	for _, in := range []store.Instance{
 		{ID: "old", PID: 10, Host: "a", StartedAt: t0},
-		{ID: "live", PID: 11, Host: "a", StartedAt: t0},
+		{ID: "live", PID: 11, Host: "a", URL: "https://10.0.0.7:8443", StartedAt: t0},
 		{ID: "ended", PID: 12, Host: "b", StartedAt: t0},
 	} {
 		mustNil(t, st.RegisterInstance(ctx, in))
@@ -164,7 +164,7 @@ func (s *suite) instances(t *testing.T) {
 
 	live, err := st.Instance(ctx, "live")
 	mustNil(t, err)
-	if live.ID != "live" || live.PID != 11 || !sameTime(live.HeartbeatAt, t0.Add(time.Minute)) || !live.EndedAt.IsZero() {
+	if live.ID != "live" || live.PID != 11 || live.URL != "https://10.0.0.7:8443" || !sameTime(live.HeartbeatAt, t0.Add(time.Minute)) || !live.EndedAt.IsZero() {
 		t.Errorf("Instance(live) = %+v", live)
 	}
 	ended, err := st.Instance(ctx, "ended")
@@ -219,6 +219,7 @@ func (s *suite) sessions(t *testing.T) {
 		session("s4", "dev", "dead", t0.Add(3*time.Second)),
 	}
 	rows[1].Name, rows[1].Username = "ops ☃ é", "ünï"
+	rows[3].Owner = "conn-other" // a caller's active names are unique
 	for _, r := range rows {
 		mustNil(t, st.CreateSession(ctx, r))
 	}
@@ -252,6 +253,29 @@ func (s *suite) sessions(t *testing.T) {
 	}
 	if active[1].Name != rows[1].Name || active[1].Username != rows[1].Username {
 		t.Errorf("non-ASCII text came back as %q, %q", active[1].Name, active[1].Username)
+	}
+
+	for _, tc := range []struct{ tenant, owner, name, want string }{
+		{"default", "conn-dead", "dev", "s1"},
+		{"default", "conn-other", "dev", "s4"},
+		{"default", "conn-alive", "dev", "s3"},
+		{"default", "conn-dead", rows[1].Name, "s2"},
+		{"other", "conn-dead", "dev", ""},
+		{"default", "conn-nobody", "dev", ""},
+	} {
+		got, err := st.ActiveSession(ctx, tc.tenant, tc.owner, tc.name)
+		switch {
+		case tc.want == "" && !errors.Is(err, store.ErrNotFound):
+			t.Errorf("ActiveSession(%s, %s, %s) = %+v, %v; want ErrNotFound", tc.tenant, tc.owner, tc.name, got, err)
+		case tc.want != "" && (err != nil || got.ID != tc.want || got.InstanceID == ""):
+			t.Errorf("ActiveSession(%s, %s, %s) = %+v, %v; want %s", tc.tenant, tc.owner, tc.name, got, err, tc.want)
+		}
+	}
+	if one, err := st.Session(ctx, "s3"); err != nil || one.ID != "s3" || one.InstanceID != "alive" || one.Status != store.StatusActive {
+		t.Errorf("Session(s3) = %+v, %v", one, err)
+	}
+	if _, err := st.Session(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Session(unknown) err = %v; want ErrNotFound", err)
 	}
 
 	// s4 ends by disconnect first; a later end keeps the first reason.
@@ -301,6 +325,12 @@ func (s *suite) sessions(t *testing.T) {
 		dev[1].Status != store.StatusEnded || !slices.Equal(dev[1].TokenHash, rows[3].TokenHash) {
 		t.Fatalf("FindEnded(dev) = %+v; want s4's first end kept", dev)
 	}
+	if one, err := st.Session(ctx, "s4"); err != nil || one.Status != store.StatusEnded || one.EndReason != "disconnect" {
+		t.Errorf("Session(s4) = %+v, %v; want ended by disconnect", one, err)
+	}
+	if _, err := st.ActiveSession(ctx, "default", "conn-other", "dev"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("ActiveSession finds ended s4: %v", err)
+	}
 }
 
 // endSessionsOfRace reaps one dead instance from several handles at once:
@@ -312,7 +342,7 @@ func (s *suite) endSessionsOfRace(t *testing.T) {
 	mustNil(t, st.RegisterInstance(ctx, store.Instance{ID: "dead", StartedAt: t0}))
 	const n = 30
 	for i := range n {
-		mustNil(t, st.CreateSession(ctx, session(fmt.Sprintf("s%02d", i), "dev", "dead", t0.Add(time.Duration(i)*time.Second))))
+		mustNil(t, st.CreateSession(ctx, session(fmt.Sprintf("s%02d", i), fmt.Sprintf("dev%02d", i), "dead", t0.Add(time.Duration(i)*time.Second))))
 	}
 	var (
 		mu   sync.Mutex
@@ -397,6 +427,12 @@ func (s *suite) commands(t *testing.T) {
 	}
 	if none, err := st.Commands(ctx, "other"); err != nil || len(none) != 0 {
 		t.Fatalf("commands of unknown session = %v, %v", none, err)
+	}
+	if sid, err := st.CommandSession(ctx, "c3"); err != nil || sid != "s" {
+		t.Errorf("CommandSession(c3) = %q, %v; want s", sid, err)
+	}
+	if _, err := st.CommandSession(ctx, "c99"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("CommandSession(unknown) err = %v; want ErrNotFound", err)
 	}
 }
 
@@ -751,11 +787,20 @@ func (s *suite) approvals(t *testing.T) {
 	if err := st.AddApproval(ctx, rows[0]); err == nil {
 		t.Error("a duplicate approval id was accepted")
 	}
+	pending, err := st.PendingApprovals(ctx)
+	mustNil(t, err)
+	if len(pending) != 4 || pending[0].ID != "a1" || pending[0].Status != "pending" || pending[0].Command != "rm -rf x" ||
+		pending[0].InstanceID != "gone" || pending[0].Actor != "alice" || !sameTime(pending[0].ExpiresAt, t0.Add(time.Minute)) {
+		t.Fatalf("pending = %+v; want a1..a4, a1 whole", pending)
+	}
 	mustNil(t, st.DecideApproval(ctx, "a2", "approved", "dashboard", "", t0))
 	mustNil(t, st.DecideApproval(ctx, "a4", "expired", "timeout", "", t0))
 	mustNil(t, st.DecideApproval(ctx, "a4", "approved", "late", "", t0)) // keeps expired
 	mustNil(t, st.DecideApproval(ctx, "nope", "approved", "x", "", t0))  // nothing to decide
 	at := t0.Add(time.Hour)
+	if pending, err := st.PendingApprovals(ctx); err != nil || len(pending) != 2 || pending[0].ID != "a1" || pending[1].ID != "a3" {
+		t.Fatalf("pending after decisions = %+v, %v; want a1 a3", pending, err)
+	}
 	got, err := st.DenyApprovalsOf(ctx, "gone", "restart", "server_restart", at)
 	mustNil(t, err)
 	if len(got) != 1 {

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tandem-sh/tandem/internal/claim"
+	"github.com/tandem-sh/tandem/internal/mcptest"
+	"github.com/tandem-sh/tandem/internal/testenv"
+)
+
+// clusterFiles writes what the nodes of one cluster share: the cluster
+// secret and tandem's signing key, each 0600.
+func clusterFiles(t testing.TB) (secretFile, keyFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	raw := make([]byte, 32)
+	_, _ = rand.Read(raw)
+	secretFile = filepath.Join(dir, "cluster.secret")
+	if err := os.WriteFile(secretFile, []byte(hex.EncodeToString(raw)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := claim.LoadOrCreateKey(dir); err != nil {
+		t.Fatal(err)
+	}
+	return secretFile, filepath.Join(dir, "claim.key")
+}
+
+// startNodes starts n HTTP nodes sharing the store pg, one config (with
+// the cluster block added to body) and each its own data dir.
+func startNodes(t testing.TB, n int, pg, body string) []*httpServer {
+	t.Helper()
+	secret, key := clusterFiles(t)
+	cfg := body + "cluster: {secretFile: " + secret + "}\nauth: {signingKey: " + key + "}\n"
+	nodes := make([]*httpServer, n)
+	for i := range nodes {
+		nodes[i] = startHTTP(t, httpOpts{config: cfg, args: []string{"--store", pg}})
+	}
+	return nodes
+}
+
+// operatorOf is the dashboard API of an HTTP node.
+func operatorOf(t *testing.T, s *httpServer) operatorClient {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.dataDir, "dashboard.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return operatorClient{base: s.base, token: strings.TrimSpace(string(b))}
+}
+
+// clientAt connects the go-sdk client to the MCP endpoint at url.
+func clientAt(t testing.TB, url, token string) *mcptest.Client {
+	t.Helper()
+	s := &httpServer{url: url}
+	return s.clientWith(t, token, http.DefaultTransport)
+}
+
+// TestClusterRouting: a session lives on the node that created it, and
+// every other node serves it: tool calls, output read-back, the
+// monitoring page and its WebSocket, and the dashboard's sessions and
+// approvals. The owner checks the claim again, and a forged or
+// unsigned internal request is refused.
+func TestClusterRouting(t *testing.T) {
+	ws := t.TempDir()
+	nodes := startNodes(t, 2, testenv.Postgres(t), "targets: [{name: local, kind: local, workspace: "+ws+"}]\n"+`policy:
+  mode: allow
+  rules:
+    - {tool: ssh_exec, command: "echo approve-me *", decision: ask}
+approvals: {waitSeconds: 60}
+limits: {inlineOutputBytes: 4096}
+`)
+	a, b := nodes[0], nodes[1]
+	tok := a.token(t, "--tenant", "default", "--actor", "alice")
+	viaA, viaB := a.client(t, tok), b.client(t, tok)
+	tokS := str(mustOK(t, viaA.Call(t, "ssh_connect", map[string]any{"name": "dev"}))["sessionToken"])
+	sess := func(extra map[string]any) map[string]any {
+		m := map[string]any{"sessionName": "dev", "sessionToken": tokS}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+
+	// Calls through B run in A's shell: state persists across nodes.
+	mustOK(t, viaB.Call(t, "ssh_exec", sess(map[string]any{"command": "cd /tmp && export WHERE=shared"})))
+	r := result(t, viaA.Call(t, "ssh_exec", sess(map[string]any{"command": "printenv WHERE; pwd"})))
+	if r["stdout"] != "shared\n/tmp\n" {
+		t.Fatalf("A after B: %v", r)
+	}
+	bigReply := mustOK(t, viaB.Call(t, "ssh_exec", sess(map[string]any{"command": "seq 1 20000"})))
+	big := result(t, bigReply)
+	id := str(bigReply["commandId"])
+	if id == "" {
+		id = str(big["commandId"])
+	}
+	if id == "" || big["stdoutTruncated"] != true {
+		t.Fatalf("big output through B: %.500v", bigReply)
+	}
+	rb := mustOK(t, viaB.Call(t, "ssh_read_output", sess(map[string]any{"commandId": id, "offset": -6})))
+	if rb["data"] != "20000\n" {
+		t.Fatalf("read back through B: %v", rb)
+	}
+	// The output resource, read through B, is A's.
+	uri := str(big["stdoutResource"].(map[string]any)["uri"])
+	rr, err := viaB.CS.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: uri})
+	if err != nil || len(rr.Contents) != 1 || !strings.HasSuffix(rr.Contents[0].Text, "19999\n20000\n") {
+		t.Fatalf("resource %s through B: %v %v", uri, rr, err)
+	}
+	// The wrong token is refused by the owner, as on one node.
+	wantError(t, viaB.Call(t, "ssh_exec", map[string]any{"sessionName": "dev", "sessionToken": "wrong", "command": "true"}), "invalid_session_token")
+	// Another caller (another sid) never reaches the session through B.
+	other := b.client(t, b.token(t, "--tenant", "default", "--actor", "mallory"))
+	wantError(t, other.Call(t, "ssh_exec", sess(map[string]any{"command": "true"})), "invalid_session_token")
+
+	// The monitoring URL names A; opened through B it is A's page, and
+	// typing into its WebSocket through B trips the gate for the agent.
+	mon := str(mustOK(t, viaB.Call(t, "ssh_get_monitoring_url", sess(nil)))["monitoringUrl"])
+	if !strings.HasPrefix(mon, a.base+"/s/") {
+		t.Fatalf("monitoring URL %s does not name the owner %s", mon, a.base)
+	}
+	throughB := b.base + strings.TrimPrefix(mon, a.base)
+	resp, err := http.Get(throughB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "dev") {
+		t.Fatalf("monitoring page through B: %s %.300s", resp.Status, page)
+	}
+	typeOverWebSocket(t, throughB, "echo typed-via-b\r", "\rtyped-via-b\r\n")
+	if !waitFor(10*time.Second, func() bool {
+		return viaB.Call(t, "ssh_exec", sess(map[string]any{"command": "true"}))["error"] == "user_activity_detected"
+	}) {
+		t.Fatal("typing through B's forwarded WebSocket never tripped the gate")
+	}
+
+	// B's dashboard lists A's session and opens it through A.
+	opB := operatorOf(t, b)
+	st := opB.do(t, http.MethodGet, "/api/state", "")
+	found := ""
+	for _, s := range st["sessions"].([]any) {
+		m := s.(map[string]any)
+		if m["name"] == "dev" {
+			found = str(m["id"])
+		}
+	}
+	if found == "" {
+		t.Fatalf("B's dashboard does not list A's session: %v", st["sessions"])
+	}
+	w := opB.do(t, http.MethodPost, "/api/sessions/"+found+"/watch", "{}")
+	if u := str(w["url"]); !strings.HasSuffix(mon, strings.TrimPrefix(u, b.base)) {
+		t.Fatalf("watch through B = %v; want the key of %s", w, mon)
+	}
+
+	// An approval pending on A is decided on B's dashboard; A's call goes on.
+	done := make(chan map[string]any, 1)
+	go func() {
+		res, err := viaA.CS.CallTool(context.Background(), &sdk.CallToolParams{Name: "ssh_exec", Arguments: sess(map[string]any{"command": "echo approve-me now"})})
+		if err != nil {
+			done <- map[string]any{"protocolError": err.Error()}
+			return
+		}
+		done <- mcptest.Check(t, "ssh_exec", res)
+	}()
+	pid := opB.pendingID(t, "echo approve-me now")
+	opB.do(t, http.MethodPost, "/api/approvals/"+pid+"/decision", `{"approve":true}`)
+	select {
+	case got := <-done:
+		if got["success"] != true || result(t, got)["stdout"] != "approve-me now\n" || got["approvalId"] != pid {
+			t.Fatalf("approved call: %v", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("A's call did not continue within 10 s of B's approval")
+	}
+
+	// Internal endpoints and forwarded calls need the cluster's signature.
+	for _, req := range []*http.Request{
+		mustRequest(t, http.MethodGet, a.base+"/internal/v1/sessions/"+found+"/monitor-key", nil, nil),
+		mustRequest(t, http.MethodGet, a.base+"/internal/v1/sessions/"+found+"/monitor-key", nil,
+			map[string]string{"X-Tandem-Node": "x", "X-Tandem-Time": "1", "X-Tandem-Signature": "00"}),
+		mustRequest(t, http.MethodPost, a.url, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`),
+			map[string]string{"X-Tandem-Node": "x", "X-Tandem-Time": "1", "X-Tandem-Signature": "00", "Authorization": "Bearer " + tok}),
+	} {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s %s without a valid signature: %s; want 403", req.Method, req.URL.Path, resp.Status)
+		}
+	}
+	fams := scrape(t, b.base)
+	for _, kind := range []string{"mcp", "monitor", "internal"} {
+		if value(fams, "tandem_forwarded_requests_total", map[string]string{"kind": kind, "outcome": "ok"}) == 0 {
+			t.Errorf("B's metrics count no %s forwards", kind)
+		}
+	}
+}
+
+func mustRequest(t *testing.T, method, url string, body []byte, headers map[string]string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	return req
+}
+

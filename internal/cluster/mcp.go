@@ -1,0 +1,148 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/tandem-sh/tandem/internal/store"
+)
+
+// maxBody bounds a request body a node reads to route it: MCP's own bound
+// on one message over stdio.
+const maxBody = 16 << 20
+
+// Caller is who a bearer token names, as far as routing needs: sessions
+// belong to a tenant and an owner (the claim's sid, as "sid:…"); Actor
+// completes the caller as the node's session registry keys it.
+type Caller struct {
+	Tenant, Actor, Owner string
+}
+
+// MCPOptions are what the /mcp router needs of the node's MCP server.
+type MCPOptions struct {
+	// Identify checks the request's bearer token as the MCP endpoint would;
+	// ok=false leaves the request to the endpoint, which refuses it.
+	Identify func(ctx context.Context, r *http.Request) (Caller, bool)
+	// Local says whether this node holds the caller's session of that name.
+	Local func(c Caller, name string) bool
+	// Unreachable renders a tool call that could not be forwarded, for the
+	// request id given, as the JSON-RPC response body to send.
+	Unreachable func(id json.RawMessage, tool, session string, err error) []byte
+}
+
+// sessionTools are the tools that name a session and so run where it lives.
+var sessionTools = map[string]bool{
+	"ssh_exec": true, "ssh_cancel": true, "ssh_read_output": true, "ssh_disconnect": true,
+	"ssh_get_monitoring_url": true,
+}
+
+// outputURIPrefix is the resource URI of a command's output (see
+// internal/mcp): tandem://output/{commandId}/{stream}.
+const outputURIPrefix = "tandem://output/"
+
+// rpc is as much of a JSON-RPC message as routing reads.
+type rpc struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		Name      string `json:"name"`
+		URI       string `json:"uri"`
+		Arguments struct {
+			SessionName string `json:"sessionName"`
+		} `json:"arguments"`
+	} `json:"params"`
+}
+
+// MCP wraps the /mcp endpoint: a tool call or resource read for a session
+// another node holds is forwarded there, and the owner's reply (with any
+// progress it streams) comes back unchanged. Requests signed by another
+// node are served here and never forwarded again; a bad signature is
+// refused.
+func (n *Node) MCP(next http.Handler, o MCPOptions) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+		if err != nil || len(body) > maxBody {
+			http.Error(w, "request body unreadable or larger than 16 MiB", http.StatusRequestEntityTooLarge)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if Signed(r) {
+			if _, err := n.Signer.Verify(r, body); err != nil {
+				n.log().Warn("refused a forwarded call", "remote", r.RemoteAddr, "err", err)
+				http.Error(w, "cluster: the forwarded request's signature does not verify", http.StatusForbidden)
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		base, msg, gone := n.route(r, body, o)
+		unreachable := func(err error) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(o.Unreachable(msg.ID, msg.Params.Name, msg.Params.Arguments.SessionName, err))
+		}
+		switch {
+		case gone != nil:
+			unreachable(gone)
+		case base == "":
+			next.ServeHTTP(w, r)
+		default:
+			n.forward("mcp", w, r, body, base, unreachable)
+		}
+	})
+}
+
+// route returns the base URL of the node a request must go to, or "" to
+// serve it here: anything but a tool call or resource read naming another
+// live node's session of this caller. gone is set when that node has
+// stopped heartbeating and its sessions are about to end.
+func (n *Node) route(r *http.Request, body []byte, o MCPOptions) (base string, msg rpc, gone error) {
+	if len(body) == 0 || body[0] != '{' || json.Unmarshal(body, &msg) != nil || len(msg.ID) == 0 {
+		return "", msg, nil
+	}
+	var row store.SessionRow
+	switch {
+	case msg.Method == "tools/call" && sessionTools[msg.Params.Name] && msg.Params.Arguments.SessionName != "":
+		c, ok := o.Identify(r.Context(), r)
+		name := msg.Params.Arguments.SessionName
+		if !ok || o.Local(c, name) {
+			return "", msg, nil
+		}
+		var err error
+		if row, err = n.Dir.ActiveSession(r.Context(), c.Tenant, c.Owner, name); err != nil {
+			return "", msg, nil
+		}
+	case msg.Method == "resources/read" && strings.HasPrefix(msg.Params.URI, outputURIPrefix):
+		c, ok := o.Identify(r.Context(), r)
+		if !ok {
+			return "", msg, nil
+		}
+		cmd, _, _ := strings.Cut(strings.TrimPrefix(msg.Params.URI, outputURIPrefix), "/")
+		sid, err := n.Dir.CommandSession(r.Context(), cmd)
+		if err != nil {
+			return "", msg, nil
+		}
+		if row, err = n.Dir.Session(r.Context(), sid); err != nil || row.Tenant != c.Tenant || row.Owner != c.Owner {
+			return "", msg, nil // not the caller's: answered here, as unknown
+		}
+	default:
+		return "", msg, nil
+	}
+	base, err := n.owner(r.Context(), row)
+	switch {
+	case errors.Is(err, ErrOwnerGone):
+		return "", msg, err
+	case err != nil:
+		n.log().Warn("find the node holding a session", "session", row.Name, "err", err)
+		return "", msg, nil
+	}
+	return base, msg, nil
+}

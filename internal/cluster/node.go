@@ -1,0 +1,254 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/tandem-sh/tandem/internal/store"
+)
+
+// Directory is what a node reads of the shared store to find where a
+// session lives.
+type Directory interface {
+	ActiveSession(ctx context.Context, tenant, owner, name string) (store.SessionRow, error)
+	Session(ctx context.Context, id string) (store.SessionRow, error)
+	CommandSession(ctx context.Context, commandID string) (string, error)
+	Instance(ctx context.Context, id string) (store.Instance, error)
+	FindReplay(ctx context.Context, keyHash []byte) (store.Replay, error)
+}
+
+// Observer is told of every forwarded request, for metrics.
+type Observer interface {
+	// Forwarded counts one request this node sent to kind's owner (mcp,
+	// monitor or internal), and its outcome: ok, or unreachable.
+	Forwarded(kind, outcome string, took time.Duration)
+}
+
+// Node is this process as a member of the cluster.
+type Node struct {
+	// ID is this process's instance id in the store.
+	ID string
+	// Dir finds sessions and nodes.
+	Dir Directory
+	// Signer signs what this node forwards and checks what it receives.
+	Signer *Signer
+	// Lease is how stale a node's heartbeat may be while it counts as
+	// alive; past it, its sessions are being ended (node_lost).
+	Lease time.Duration
+	// Transport carries forwarded requests; nil means a default with
+	// keep-alive connections to every node.
+	Transport http.RoundTripper
+	// Observer, if set, is told of every forward.
+	Observer Observer
+	Logger   *slog.Logger
+}
+
+// ErrOwnerGone means the node holding a session is not alive: it stopped
+// heartbeating, and its sessions are (or are about to be) ended.
+var ErrOwnerGone = errors.New("cluster: the node holding the session is gone")
+
+// owner returns the base URL of the node that holds the session row names,
+// or "" when that node is this one.
+func (n *Node) owner(ctx context.Context, row store.SessionRow) (string, error) {
+	if row.InstanceID == n.ID {
+		return "", nil
+	}
+	in, err := n.Dir.Instance(ctx, row.InstanceID)
+	if err != nil {
+		return "", err
+	}
+	if !in.EndedAt.IsZero() || time.Since(in.HeartbeatAt) >= n.Lease || in.URL == "" {
+		return "", fmt.Errorf("%w (node %s)", ErrOwnerGone, in.ID)
+	}
+	return in.URL, nil
+}
+
+func (n *Node) log() *slog.Logger {
+	if n.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return n.Logger
+}
+
+func (n *Node) transport() http.RoundTripper {
+	if n.Transport != nil {
+		return n.Transport
+	}
+	return defaultTransport
+}
+
+// defaultTransport keeps connections to the other nodes open: a forwarded
+// call should cost one round trip on loopback or a LAN, not a handshake.
+var defaultTransport http.RoundTripper = &http.Transport{
+	Proxy:               nil,
+	MaxIdleConnsPerHost: 256,
+	IdleConnTimeout:     90 * time.Second,
+	ForceAttemptHTTP2:   false,
+}
+
+// forward sends r, whose body was read into body, to the node at base and
+// streams its answer back to w unchanged. failed is called instead when the
+// owner cannot be reached before anything was written.
+func (n *Node) forward(kind string, w http.ResponseWriter, r *http.Request, body []byte, base string, failed func(error)) {
+	target, err := url.Parse(base)
+	if err != nil {
+		failed(fmt.Errorf("the owner node's URL %q: %w", base, err))
+		return
+	}
+	start := time.Now()
+	outcome := "ok"
+	defer func() {
+		if o := n.Observer; o != nil {
+			o.Forwarded(kind, outcome, time.Since(start))
+		}
+	}()
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host // the owner checks Origin against the name the browser used
+			pr.Out.Header.Del("X-Forwarded-For")
+			if body != nil {
+				pr.Out.Body = io.NopCloser(bytes.NewReader(body))
+				pr.Out.ContentLength = int64(len(body))
+			}
+			n.Signer.Sign(pr.Out, body)
+		},
+		Transport:     n.transport(),
+		FlushInterval: -1, // progress notifications stream through as they come
+		ErrorLog:      slog.NewLogLogger(n.log().Handler(), slog.LevelWarn),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			outcome = "unreachable"
+			n.log().Warn("forward to the owner node failed", "kind", kind, "node", base, "err", err)
+			failed(err)
+		},
+	}
+	rp.ServeHTTP(w, r)
+}
+
+// Internal wraps the handler of an endpoint only other nodes may call: a
+// request without a valid signature is refused with 403.
+func (n *Node) Internal(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+		if err != nil || len(body) > maxBody {
+			http.Error(w, "cluster: request body unreadable or too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		if _, err := n.Signer.Verify(r, body); err != nil {
+			n.log().Warn("refused an internal request", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+			http.Error(w, "cluster: this endpoint is for tandem nodes; the request's signature does not verify", http.StatusForbidden)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Call sends a signed request to the node at base and returns its answer's
+// body, for the internal endpoints (dashboard data, approval decisions).
+func (n *Node) Call(ctx context.Context, method, base, path string, body []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(base, "/")+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	n.Signer.Sign(req, body)
+	start := time.Now()
+	resp, err := (&http.Client{Transport: n.transport(), Timeout: 10 * time.Second}).Do(req)
+	if o := n.Observer; o != nil {
+		outcome := "ok"
+		if err != nil {
+			outcome = "unreachable"
+		}
+		o.Forwarded("internal", outcome, time.Since(start))
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		return out, &StatusError{Code: resp.StatusCode, Body: strings.TrimSpace(string(out))}
+	}
+	return out, nil
+}
+
+// StatusError is a node's answer other than 2xx to an internal call.
+type StatusError struct {
+	Code int
+	Body string
+}
+
+// Error names the status and the node's message.
+func (e *StatusError) Error() string { return fmt.Sprintf("node answered %d: %s", e.Code, e.Body) }
+
+// OwnerOf returns the base URL of the node holding the session with that
+// id, or "" when this node holds it.
+func (n *Node) OwnerOf(ctx context.Context, sessionID string) (string, error) {
+	row, err := n.Dir.Session(ctx, sessionID)
+	if err != nil {
+		return "", err
+	}
+	if row.Status != store.StatusActive {
+		return "", fmt.Errorf("session %s has ended", sessionID)
+	}
+	return n.owner(ctx, row)
+}
+
+// URLOf returns the base URL of a live node by instance id.
+func (n *Node) URLOf(ctx context.Context, instanceID string) (string, error) {
+	return n.owner(ctx, store.SessionRow{InstanceID: instanceID})
+}
+
+// Monitor wraps the browser pages of a session (/s/{key}, its WebSocket
+// and its recording): a key this node does not hold is looked up in the
+// store and the request goes to the node that does. local says whether
+// this node holds the key.
+func (n *Node) Monitor(next http.Handler, local func(key string) bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, ok := monitorKey(r.URL.Path)
+		if !ok || local(key) || Signed(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h := sha256.Sum256([]byte(key))
+		rep, err := n.Dir.FindReplay(r.Context(), h[:])
+		if err != nil || rep.Status != store.StatusActive {
+			next.ServeHTTP(w, r)
+			return
+		}
+		base, err := n.OwnerOf(r.Context(), rep.SessionID)
+		if err != nil || base == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		n.forward("monitor", w, r, nil, base, func(err error) {
+			http.Error(w, "The node that holds this session does not answer; if it is gone, the session ends shortly (node_lost).", http.StatusBadGateway)
+		})
+	})
+}
+
+// monitorKey returns the capability key of a session page path.
+func monitorKey(path string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, "/s/")
+	if !ok {
+		return "", false
+	}
+	key, _, _ := strings.Cut(rest, "/")
+	return key, key != ""
+}
