@@ -224,4 +224,3 @@ func mustRequest(t *testing.T, method, url string, body []byte, headers map[stri
 	}
 	return req
 }
-
