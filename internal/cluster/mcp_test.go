@@ -1,0 +1,130 @@
+package cluster
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tandem-sh/tandem/internal/store"
+)
+
+// dir is an in-memory Directory: session "dev" of tenant t, owner sid:1,
+// lives on node "a"; command c1 ran in it.
+type dir struct{ heartbeat time.Time }
+
+func (d dir) ActiveSession(_ context.Context, tenant, owner, name string) (store.SessionRow, error) {
+	if tenant == "t" && owner == "sid:1" && name == "dev" {
+		return store.SessionRow{ID: "s1", Name: "dev", Tenant: "t", Owner: "sid:1", InstanceID: "a", Status: store.StatusActive}, nil
+	}
+	return store.SessionRow{}, store.ErrNotFound
+}
+
+func (d dir) Session(ctx context.Context, id string) (store.SessionRow, error) {
+	if id == "s1" {
+		return d.ActiveSession(ctx, "t", "sid:1", "dev")
+	}
+	return store.SessionRow{}, store.ErrNotFound
+}
+
+func (d dir) CommandSession(_ context.Context, id string) (string, error) {
+	if id == "c1" {
+		return "s1", nil
+	}
+	return "", store.ErrNotFound
+}
+
+func (d dir) Instance(_ context.Context, id string) (store.Instance, error) {
+	if id == "a" {
+		return store.Instance{ID: "a", URL: "http://node-a:1", HeartbeatAt: d.heartbeat}, nil
+	}
+	return store.Instance{}, store.ErrNotFound
+}
+
+func (d dir) FindReplay(context.Context, []byte) (store.Replay, error) {
+	return store.Replay{}, store.ErrNotFound
+}
+
+func routeNode(heartbeat time.Time) (*Node, MCPOptions) {
+	n := &Node{ID: "b", Dir: dir{heartbeat}, Lease: 15 * time.Second}
+	o := MCPOptions{
+		Identify: func(_ context.Context, r *http.Request) (Caller, bool) {
+			switch r.Header.Get("Authorization") {
+			case "Bearer one":
+				return Caller{Tenant: "t", Actor: "alice", Owner: "sid:1"}, true
+			case "Bearer two":
+				return Caller{Tenant: "t", Actor: "mallory", Owner: "sid:2"}, true
+			}
+			return Caller{}, false
+		},
+		Local: func(Caller, string) bool { return false },
+	}
+	return n, o
+}
+
+func TestRoute(t *testing.T) {
+	call := func(tool, session string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"sessionName":"` + session + `","sessionToken":"x"}}}`
+	}
+	for _, tc := range []struct {
+		name, auth, body string
+		stale            bool
+		want             string // "" here, a URL there, "gone"
+	}{
+		{"exec, other node", "one", call("ssh_exec", "dev"), false, "http://node-a:1"},
+		{"cancel, other node", "one", call("ssh_cancel", "dev"), false, "http://node-a:1"},
+		{"read output", "one", call("ssh_read_output", "dev"), false, "http://node-a:1"},
+		{"resource", "one", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"tandem://output/c1/stdout"}}`, false, "http://node-a:1"},
+		{"resource of another caller", "two", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"tandem://output/c1/stdout"}}`, false, ""},
+		{"another caller's name", "two", call("ssh_exec", "dev"), false, ""},
+		{"no claim", "", call("ssh_exec", "dev"), false, ""},
+		{"connect stays here", "one", call("ssh_connect", "dev"), false, ""},
+		{"list stays here", "one", call("ssh_list_sessions", ""), false, ""},
+		{"unknown session", "one", call("ssh_exec", "nope"), false, ""},
+		{"owner stopped heartbeating", "one", call("ssh_exec", "dev"), true, "gone"},
+		{"notification (no id)", "one", `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"ssh_exec","arguments":{"sessionName":"dev"}}}`, false, ""},
+		{"batch", "one", "[" + call("ssh_exec", "dev") + "]", false, ""},
+		{"garbage", "one", `{"jsonrpc":`, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hb := time.Now()
+			if tc.stale {
+				hb = hb.Add(-time.Minute)
+			}
+			n, o := routeNode(hb)
+			r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(tc.body))
+			if tc.auth != "" {
+				r.Header.Set("Authorization", "Bearer "+tc.auth)
+			}
+			base, _, gone := n.route(r, []byte(tc.body), o)
+			got := base
+			if gone != nil {
+				got = "gone"
+			}
+			if got != tc.want {
+				t.Fatalf("route = %q (gone %v); want %q", base, gone, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzRoute: no request body makes the router panic, and none without a
+// verified caller is ever sent elsewhere.
+func FuzzRoute(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ssh_exec","arguments":{"sessionName":"dev"}}}`), true)
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"tandem://output/c1/x"}}`), false)
+	f.Add([]byte(`[{"id":1}]`), true)
+	f.Fuzz(func(t *testing.T, body []byte, authed bool) {
+		n, o := routeNode(time.Now())
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		if authed {
+			r.Header.Set("Authorization", "Bearer one")
+		}
+		base, _, _ := n.route(r, body, o)
+		if !authed && base != "" {
+			t.Fatalf("an unauthenticated request was routed to %s", base)
+		}
+	})
+}
