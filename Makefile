@@ -29,10 +29,11 @@ lint:
 # channel per command, same sshd and user), with the go-sdk client and with
 # the TypeScript SDK's (bench/client.mjs, needs Node 20+) and local calls over
 # HTTP beside stdio; idle HTTP sessions' RSS, the per-request claim check, then
-# heap figures.
+# heap figures. BenchmarkCluster (PostgreSQL): the forwarded call's overhead over a
+# local one, and audited calls/s on one node and on three.
 bench:
 	cd bench && npm ci --no-audit --no-fund
-	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS|BenchmarkIdleSessionsRSS' -benchtime 1x ./cmd/tandem/
+	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS|BenchmarkIdleSessionsRSS|BenchmarkCluster' -benchtime 1x ./cmd/tandem/
 	$(GO) test -run '^$$' -bench 'BenchmarkVerify(Cached|Uncached)$$' ./internal/claim/
 	$(GO) test -run '^$$' -bench 'BenchmarkDecide' -count 5 ./internal/policy/
 	$(GO) test -run '^$$' -bench 'BenchmarkHeap' -benchtime 1x ./internal/mcp/

@@ -195,6 +195,9 @@ async function handle(req) {
       sessions.set(params.name, { name: params.name, token: r.sessionToken });
       return { token: r.sessionToken };
     }
+    case 'adopt': // a session another client connected, by its name and token
+      sessions.set(req.name, { name: req.name, token: req.token });
+      return {};
     case 'exec':
       return exec(req);
     case 'spawn':

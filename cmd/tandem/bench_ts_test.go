@@ -42,6 +42,7 @@ type tsClient struct {
 type tsReply struct {
 	OK       bool    `json:"ok"`
 	Error    string  `json:"error"`
+	Token    string  `json:"token"` // a "connect" op's session token
 	MS       float64 `json:"ms"`
 	FullMS   float64 `json:"fullMs"`
 	Bytes    int     `json:"bytes"`
