@@ -12,6 +12,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/store"
@@ -51,6 +52,41 @@ type Node struct {
 	// Observer, if set, is told of every forward.
 	Observer Observer
 	Logger   *slog.Logger
+
+	mu        sync.Mutex
+	instances map[string]cachedInstance // what Dir said of a node, for a second
+}
+
+// cachedInstance is a node as the directory described it at fetched.
+type cachedInstance struct {
+	in      store.Instance
+	fetched time.Time
+}
+
+// instanceTTL is how long a node's URL and heartbeat are taken from the
+// cache: a forwarded call should cost one lookup, and a second is nothing
+// beside the lease.
+const instanceTTL = time.Second
+
+// instance returns what the directory says of a node, at most instanceTTL old.
+func (n *Node) instance(ctx context.Context, id string) (store.Instance, error) {
+	n.mu.Lock()
+	c, ok := n.instances[id]
+	n.mu.Unlock()
+	if ok && time.Since(c.fetched) < instanceTTL {
+		return c.in, nil
+	}
+	in, err := n.Dir.Instance(ctx, id)
+	if err != nil {
+		return store.Instance{}, err
+	}
+	n.mu.Lock()
+	if n.instances == nil {
+		n.instances = map[string]cachedInstance{}
+	}
+	n.instances[id] = cachedInstance{in, time.Now()}
+	n.mu.Unlock()
+	return in, nil
 }
 
 // ErrOwnerGone means the node holding a session is not alive: it stopped
@@ -63,7 +99,7 @@ func (n *Node) owner(ctx context.Context, row store.SessionRow) (string, error) 
 	if row.InstanceID == n.ID {
 		return "", nil
 	}
-	in, err := n.Dir.Instance(ctx, row.InstanceID)
+	in, err := n.instance(ctx, row.InstanceID)
 	if err != nil {
 		return "", err
 	}
