@@ -39,6 +39,9 @@ type durable struct {
 	reapAlive func(id string) (bool, error)
 	stop      context.CancelFunc
 	beating   chan struct{}
+	// fenced is closed when the store says this instance was declared
+	// dead: its neighbours ended its sessions, so it must end its shells.
+	fenced chan struct{}
 }
 
 // openStore opens the store --store names: SQLite in the data dir when
@@ -99,7 +102,7 @@ func openRecord(ctx context.Context, dataDir, storeURL, nodeURL string, log *slo
 		_ = st.Close()
 		return nil, err
 	}
-	d := &durable{st: st, audit: audit.New(st), inst: inst, beating: make(chan struct{})}
+	d := &durable{st: st, audit: audit.New(st), inst: inst, beating: make(chan struct{}), fenced: make(chan struct{})}
 	d.journal = journal.New(st, d.audit, inst.ID, log)
 	alive := func(id string) (bool, error) { return instance.Alive(dataDir, id) }
 	if shared {
@@ -148,13 +151,31 @@ func (d *durable) heartbeat(ctx context.Context, log *slog.Logger) {
 	defer close(d.beating)
 	t := time.NewTicker(heartbeatEvery)
 	defer t.Stop()
+	// A node judges its neighbours only after a lease of its own
+	// heartbeats: after an outage of the store every node's heartbeat is
+	// stale, and the first back must not end the others' sessions.
+	healthySince := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			if err := d.st.Heartbeat(ctx, d.inst.ID, now); err != nil && !errors.Is(err, context.Canceled) {
+			err := d.st.Heartbeat(ctx, d.inst.ID, now)
+			switch {
+			case errors.Is(err, store.ErrInstanceEnded):
+				log.Error("this node was declared lost: its heartbeat lapsed, and another node ended its sessions (node_lost); ending its shells and stopping. Restart it to serve again.")
+				close(d.fenced)
+				return
+			case err != nil && !errors.Is(err, context.Canceled):
 				log.Warn("heartbeat", "err", err)
+				healthySince = time.Time{}
+				continue
+			case err != nil:
+				continue
+			case healthySince.IsZero():
+				healthySince = now
+			}
+			if now.Sub(healthySince) < sharedLease {
 				continue
 			}
 			// On a shared store, a node that runs on ends the sessions of

@@ -22,6 +22,7 @@ import (
 	"github.com/tandem-sh/tandem/internal/approval"
 	"github.com/tandem-sh/tandem/internal/config"
 	"github.com/tandem-sh/tandem/internal/forward"
+	"github.com/tandem-sh/tandem/internal/journal"
 	"github.com/tandem-sh/tandem/internal/mcp"
 	"github.com/tandem-sh/tandem/internal/metrics"
 	"github.com/tandem-sh/tandem/internal/sandbox"
@@ -163,9 +164,15 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	})
 	leasesDone := make(chan struct{})
 	go func() { sessions.Run(ctx); close(leasesDone) }()
+	fencedErr := make(chan error, 1)
 	go func() {
 		select {
 		case <-ctx.Done():
+			return
+		case <-rec.fenced:
+			sessions.EndAll(journal.EndNodeLost)
+			fencedErr <- errors.New("this node was declared lost by the other nodes (its heartbeat lapsed for longer than the lease); its sessions ended with node_lost: restart it")
+			cancel()
 			return
 		case <-signalled.Done():
 		}
@@ -276,7 +283,12 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("mcp: %w", err)
 	}
-	return nil
+	select {
+	case err := <-fencedErr:
+		return err
+	default:
+		return nil
+	}
 }
 
 // webSessions lets the browser terminal open a session by capability key.

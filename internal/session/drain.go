@@ -33,3 +33,15 @@ func (m *Manager) Drain(ctx context.Context) {
 		}
 	}
 }
+
+// EndAll ends every live session with reason and refuses new ones: a node
+// that its neighbours declared lost (and whose sessions they ended in the
+// store) fences itself with it, so no shell outlives its record.
+func (m *Manager) EndAll(reason string) {
+	m.mu.Lock()
+	m.draining = true
+	m.mu.Unlock()
+	for _, s := range m.live(nil) {
+		m.end(s, reason)
+	}
+}
