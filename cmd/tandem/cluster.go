@@ -379,3 +379,27 @@ func newNode(cfg *config.Config, rec *durable, met cluster.Observer, log *slog.L
 	return &cluster.Node{ID: rec.inst.ID, Dir: rec.st, Signer: signer, Lease: sharedLease, Transport: tr,
 		Observer: met, Logger: log}, nil
 }
+
+// elsewhere lists a caller's sessions that the other nodes hold, for
+// ssh_list_sessions on a cluster node; nil when the node runs alone.
+func elsewhere(nodeURL string, rec *durable, log *slog.Logger) func(context.Context, session.Caller) []session.Info {
+	if nodeURL == "" {
+		return nil
+	}
+	return func(ctx context.Context, c session.Caller) []session.Info {
+		rows, err := rec.st.ActiveSessions(ctx)
+		if err != nil {
+			log.Warn("list the other nodes' sessions", "err", err)
+			return nil
+		}
+		var out []session.Info
+		for _, r := range rows {
+			if r.InstanceID == rec.inst.ID || r.Tenant != c.Tenant || r.Owner != c.ID {
+				continue
+			}
+			out = append(out, session.Info{Name: r.Name, Target: r.Target, Kind: r.Kind, Host: r.Host, Port: r.Port,
+				Username: r.Username, Status: session.StatusActive, CreatedAt: r.CreatedAt})
+		}
+		return out
+	}
+}

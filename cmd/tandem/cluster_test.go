@@ -118,11 +118,19 @@ limits: {inlineOutputBytes: 4096}
 	if err != nil || len(rr.Contents) != 1 || !strings.HasSuffix(rr.Contents[0].Text, "19999\n20000\n") {
 		t.Fatalf("resource %s through B: %v %v", uri, rr, err)
 	}
+	// B lists A's session among the caller's own; another caller does not see it.
+	list := mustOK(t, viaB.Call(t, "ssh_list_sessions", map[string]any{}))["sessions"].([]any)
+	if len(list) != 1 || list[0].(map[string]any)["name"] != "dev" || list[0].(map[string]any)["status"] != "active" {
+		t.Fatalf("ssh_list_sessions through B: %v", list)
+	}
 	// The wrong token is refused by the owner, as on one node.
 	wantError(t, viaB.Call(t, "ssh_exec", map[string]any{"sessionName": "dev", "sessionToken": "wrong", "command": "true"}), "invalid_session_token")
 	// Another caller (another sid) never reaches the session through B.
 	other := b.client(t, b.token(t, "--tenant", "default", "--actor", "mallory"))
 	wantError(t, other.Call(t, "ssh_exec", sess(map[string]any{"command": "true"})), "invalid_session_token")
+	if l := mustOK(t, other.Call(t, "ssh_list_sessions", map[string]any{}))["sessions"].([]any); len(l) != 0 {
+		t.Fatalf("another caller lists %v", l)
+	}
 
 	// The monitoring URL names A; opened through B it is A's page, and
 	// typing into its WebSocket through B trips the gate for the agent.

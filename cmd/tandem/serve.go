@@ -208,6 +208,7 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		InlineOutputBytes: cfg.Limits.InlineOutputBytes,
 		Logger:            log,
 		Version:           version,
+		Elsewhere:         elsewhere(nodeURL, rec, log),
 	})
 	opTok, err := operatorToken(dataDir)
 	if err != nil {

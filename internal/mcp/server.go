@@ -93,6 +93,9 @@ type Deps struct {
 	Policy func(tenant, target string) Policy
 	// Observer, if set, is told of every tool call and audit commit.
 	Observer Observer
+	// Elsewhere, if set, lists the caller's live sessions that other
+	// nodes of a cluster hold, for ssh_list_sessions.
+	Elsewhere func(ctx context.Context, c session.Caller) []session.Info
 	// Approvals holds the actions that wait for a human. Without it a
 	// policy's ask is refused, as nobody could answer it.
 	Approvals *approval.Broker
@@ -422,8 +425,8 @@ func (s *Server) register() {
 		{name: "ssh_list_sessions", title: "List sessions", in: emptySchema, readOnly: true,
 			desc: "List your own sessions (never tokens).",
 			out:  schema{"sessions": arrayOf("Your live sessions, oldest first.", connectionSchema)},
-			handler: handler(s, "ssh_list_sessions", func(_ context.Context, c session.Caller, _ struct{}) (reply, error) {
-				return s.list(c), nil
+			handler: handler(s, "ssh_list_sessions", func(ctx context.Context, c session.Caller, _ struct{}) (reply, error) {
+				return s.list(ctx, c), nil
 			})},
 		{name: "ssh_disconnect", title: "End a session", in: sessionSchema, destructive: true,
 			desc:    "End the session: its shell and processes stop.",

@@ -186,15 +186,23 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 	return ok(reply{"result": s.result(c, rec), "commandId": rec.ID}), nil
 }
 
-func (s *Server) list(c session.Caller) reply {
+func (s *Server) list(ctx context.Context, c session.Caller) reply {
 	infos := s.deps.Sessions.List(c)
+	if s.deps.Elsewhere != nil {
+		infos = append(infos, s.deps.Elsewhere(ctx, c)...)
+	}
 	out := make([]any, 0, len(infos))
 	for _, i := range infos {
-		out = append(out, reply{
+		r := reply{
 			"name": i.Name, "target": i.Target, "kind": i.Kind, "status": i.Status,
-			"createdAt":    i.CreatedAt.UTC().Format(time.RFC3339Nano),
-			"lastActivity": i.LastActivity.UTC().Format(time.RFC3339Nano), "cwd": i.Cwd,
-		})
+			"createdAt": i.CreatedAt.UTC().Format(time.RFC3339Nano),
+		}
+		// Another node's session: what only its node knows is left out.
+		if !i.LastActivity.IsZero() {
+			r["lastActivity"] = i.LastActivity.UTC().Format(time.RFC3339Nano)
+			r["cwd"] = i.Cwd
+		}
+		out = append(out, r)
 	}
 	return ok(reply{"sessions": out})
 }
