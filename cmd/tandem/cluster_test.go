@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -74,7 +75,8 @@ func clientAt(t testing.TB, url, token string) *mcptest.Client {
 // unsigned internal request is refused.
 func TestClusterRouting(t *testing.T) {
 	ws := t.TempDir()
-	nodes := startNodes(t, 2, testenv.Postgres(t), "targets: [{name: local, kind: local, workspace: "+ws+"}]\n"+`policy:
+	pg := testenv.Postgres(t)
+	nodes := startNodes(t, 2, pg, "targets: [{name: local, kind: local, workspace: "+ws+"}]\n"+`policy:
   mode: allow
   rules:
     - {tool: ssh_exec, command: "echo approve-me *", decision: ask}
@@ -211,6 +213,28 @@ limits: {inlineOutputBytes: 4096}
 			t.Errorf("%s %s without a valid signature: %s; want 403", req.Method, req.URL.Path, resp.Status)
 		}
 	}
+	// A jti revoked through B (its config and the shared store) is refused
+	// on A within a second: NOTIFY wakes A.
+	if out, err := exec.Command(binary, "token", "revoke", jtiOf(t, tok), "--config", b.config, "--data-dir", b.dataDir, "--store", pg).CombinedOutput(); err != nil {
+		t.Fatalf("revoke: %v %s", err, out)
+	}
+	revokedAt := time.Now()
+	refusedOnA := func() bool {
+		resp, err := http.DefaultClient.Do(mustRequest(t, http.MethodPost, a.url, []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`),
+			map[string]string{"Authorization": "Bearer " + tok}))
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusUnauthorized
+	}
+	if !waitFor(5*time.Second, refusedOnA) {
+		t.Fatal("a token revoked through B still works on A after 5 s")
+	}
+	if d := time.Since(revokedAt); d > time.Second {
+		t.Errorf("A refused the revoked token after %v; want within a second", d)
+	}
+
 	fams := scrape(t, b.base)
 	for _, kind := range []string{"mcp", "monitor", "internal"} {
 		if value(fams, "tandem_forwarded_requests_total", map[string]string{"kind": kind, "outcome": "ok"}) == 0 {
