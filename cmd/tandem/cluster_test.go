@@ -219,16 +219,7 @@ limits: {inlineOutputBytes: 4096}
 		t.Fatalf("revoke: %v %s", err, out)
 	}
 	revokedAt := time.Now()
-	refusedOnA := func() bool {
-		resp, err := http.DefaultClient.Do(mustRequest(t, http.MethodPost, a.url, []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`),
-			map[string]string{"Authorization": "Bearer " + tok}))
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusUnauthorized
-	}
-	if !waitFor(5*time.Second, refusedOnA) {
+	if !waitFor(5*time.Second, func() bool { return tokenRefused(a.url, tok) }) {
 		t.Fatal("a token revoked through B still works on A after 5 s")
 	}
 	if d := time.Since(revokedAt); d > time.Second {
@@ -255,4 +246,19 @@ func mustRequest(t *testing.T, method, url string, body []byte, headers map[stri
 		req.Header.Set(k, v)
 	}
 	return req
+}
+
+// tokenRefused reports whether the MCP endpoint at url refuses the bearer
+// token (401), as it does a revoked one.
+func tokenRefused(url, tok string) bool {
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusUnauthorized
 }

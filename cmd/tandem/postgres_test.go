@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/http"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -52,19 +51,7 @@ func TestSharedPostgres(t *testing.T) {
 		t.Fatalf("revoke: %v %s", err, out)
 	}
 	revokedAt := time.Now()
-	refused := func() bool {
-		req, _ := http.NewRequest(http.MethodPost, a.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
-		req.Header.Set("Authorization", "Bearer "+tokA)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusUnauthorized
-	}
-	if !waitFor(5*time.Second, refused) {
+	if !waitFor(5*time.Second, func() bool { return tokenRefused(a.url, tokA) }) {
 		t.Fatal("a token revoked in the shared store still works on node A after 5 s")
 	}
 	if d := time.Since(revokedAt); d > 1500*time.Millisecond {
