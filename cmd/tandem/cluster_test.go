@@ -213,6 +213,25 @@ limits: {inlineOutputBytes: 4096}
 			t.Errorf("%s %s without a valid signature: %s; want 403", req.Method, req.URL.Path, resp.Status)
 		}
 	}
+	// Ended through B, the session replays through B from A's recording.
+	mustOK(t, viaB.Call(t, "ssh_disconnect", sess(nil)))
+	var cast string
+	if !waitFor(10*time.Second, func() bool {
+		resp, err := http.Get(throughB + "/cast")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		cast = string(b)
+		return resp.StatusCode == http.StatusOK
+	}) {
+		t.Fatalf("the ended session's recording through B: %.300s", cast)
+	}
+	if !strings.HasPrefix(cast, `{"version":2`) || !strings.Contains(cast, "typed-via-b") {
+		t.Fatalf("recording through B is not A's asciicast: %.300s", cast)
+	}
+
 	// A jti revoked through B (its config and the shared store) is refused
 	// on A within a second: NOTIFY wakes A.
 	if out, err := exec.Command(binary, "token", "revoke", jtiOf(t, tok), "--config", b.config, "--data-dir", b.dataDir, "--store", pg).CombinedOutput(); err != nil {

@@ -253,7 +253,8 @@ func (n *Node) URLOf(ctx context.Context, instanceID string) (string, error) {
 
 // Monitor wraps the browser pages of a session (/s/{key}, its WebSocket
 // and its recording): a key this node does not hold is looked up in the
-// store and the request goes to the node that does. local says whether
+// store and the request goes to the node that held the session, live or
+// ended (its replay), while that node runs. local says whether
 // this node holds the key.
 func (n *Node) Monitor(next http.Handler, local func(key string) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -264,11 +265,18 @@ func (n *Node) Monitor(next http.Handler, local func(key string) bool) http.Hand
 		}
 		h := sha256.Sum256([]byte(key))
 		rep, err := n.Dir.FindReplay(r.Context(), h[:])
-		if err != nil || rep.Status != store.StatusActive {
+		if err != nil {
 			next.ServeHTTP(w, r)
 			return
 		}
-		base, err := n.OwnerOf(r.Context(), rep.SessionID)
+		// A live session's page, or an ended one's replay: both are on the
+		// node that held the shell (its recording is on that node's disk).
+		row, err := n.Dir.Session(r.Context(), rep.SessionID)
+		if err != nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		base, err := n.owner(r.Context(), row)
 		if err != nil || base == "" {
 			next.ServeHTTP(w, r)
 			return
