@@ -282,7 +282,7 @@ func (s *Shell) stage(ctx context.Context, a *agentRun, limit time.Duration) err
 	a.rec.Started = time.Now()
 	// The line leaves the prompt; its C mark goes to the relay, not the
 	// terminal, so say so here. The next command waits for the next prompt.
-	s.atPrompt, s.fresh, s.promptDue = false, false, true
+	s.atPrompt, s.fresh, s.promptDue, s.lateInput = false, false, true, false
 	held := s.takeHeld()
 	s.mu.Unlock()
 	if _, err := s.conn.Write(append([]byte(keyAccept), held...)); err != nil {

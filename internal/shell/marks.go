@@ -35,12 +35,13 @@ func (s *Shell) event(e *term.Event) {
 		s.private(e)
 	case term.InputStart:
 		s.confirmEnds()
-		if s.fresh {
-			s.fresh, s.atPrompt, s.cont, s.promptDue = false, !s.typedAhead, false, false
-			s.typedAhead = false
-			if s.relay != nil {
-				s.ready = true
-			}
+		switch {
+		case s.fresh:
+			s.promptDrawn()
+		case s.promptDue && s.agent != nil && s.human == nil:
+			// The agent's prompt came before its end was read from the
+			// relay: the prompt is idle once the command is final.
+			s.lateInput = true
 		}
 	case term.CommandStart:
 		s.atPrompt = false
@@ -101,6 +102,16 @@ func (s *Shell) event(e *term.Event) {
 			s.fresh = true
 			s.finishHuman()
 		}
+	}
+}
+
+// promptDrawn records an idle prompt: the input line after a prompt that
+// follows a finished command; s.mu is held.
+func (s *Shell) promptDrawn() {
+	s.fresh, s.atPrompt, s.cont, s.promptDue, s.lateInput = false, !s.typedAhead, false, false, false
+	s.typedAhead = false
+	if s.relay != nil {
+		s.ready = true
 	}
 }
 

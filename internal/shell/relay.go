@@ -311,6 +311,9 @@ func (s *Shell) finishAgent(a *agentRun) {
 	a.phase = phaseDone
 	if s.agent == a {
 		s.agent = nil
+		if s.lateInput {
+			s.promptDrawn()
+		}
 	}
 	s.flushHeldOut()
 	if s.opts.OnCommand != nil {

@@ -100,6 +100,9 @@ type Shell struct {
 	atPrompt   bool // a new prompt is drawn and no line was submitted since
 	promptDue  bool // an agent line was accepted; its prompt has not been drawn yet
 	typedAhead bool // a viewer pressed Enter before the prompt was drawn
+	// lateInput: the prompt after an agent command was drawn before the
+	// relay delivered the command's end; the prompt counts once it does.
+	lateInput bool
 	cont       bool // the human is at a PS2 continuation prompt
 	human      *humanRun
 	agent      *agentRun
