@@ -102,7 +102,7 @@ type Shell struct {
 	typedAhead bool // a viewer pressed Enter before the prompt was drawn
 	// lateInput: the prompt after an agent command was drawn before the
 	// relay delivered the command's end; the prompt counts once it does.
-	lateInput bool
+	lateInput  bool
 	cont       bool // the human is at a PS2 continuation prompt
 	human      *humanRun
 	agent      *agentRun
