@@ -261,8 +261,12 @@ func TestClusterLoad(t *testing.T) {
 	if err := conn.QueryRow(context.Background(), `SELECT max(ended_at) FROM sessions WHERE end_reason = 'node_lost'`).Scan(&lostAt); err != nil {
 		t.Fatalf("no session ended with node_lost: %v", err)
 	}
-	if d := lostAt.Sub(killedAt); d > sharedLease+2*heartbeatEvery {
-		t.Errorf("node_lost came %v after the kill; the lease is %v", d, sharedLease)
+	// The lease runs from the dead node's last heartbeat (up to one beat
+	// before the kill); the reap comes at a survivor's next beat.
+	if d := lostAt.Sub(killedAt); d > sharedLease+heartbeatEvery+time.Second {
+		t.Errorf("node_lost came %v after the kill; the lease is %v, checked every %v", d, sharedLease, heartbeatEvery)
+	} else {
+		t.Logf("node_lost %v after the kill (lease %v)", d.Round(100*time.Millisecond), sharedLease)
 	}
 
 	// The directory matches the live shells: each live node's gauge.

@@ -218,8 +218,10 @@ func TestReadOutputLeavesTheGate(t *testing.T) {
 	want := seqBytes(735000)
 	// Wait until the human sees the prompt again, then read output: that
 	// must not consume the gate.
+	// The output's last lines, not the echoed command line: typed ahead of
+	// the agent's prompt, the line's echo comes before a prompt too.
 	waitScreen(t, sess, func(seen string) bool {
-		i := strings.LastIndex(seen, "735000\r\n")
+		i := strings.LastIndex(seen, "734999\r\n735000\r\n")
 		return i >= 0 && (strings.HasSuffix(seen, "$ ") || strings.HasSuffix(seen, "# "))
 	})
 	for range 3 {
