@@ -2,12 +2,14 @@ package cluster
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -15,6 +17,7 @@ import (
 const (
 	headerNode      = "X-Tandem-Node"
 	headerTime      = "X-Tandem-Time"
+	headerNonce     = "X-Tandem-Nonce"
 	headerSignature = "X-Tandem-Signature"
 )
 
@@ -31,10 +34,15 @@ const maxSkew = 30 * time.Second
 var ErrBadSignature = errors.New("cluster: request signature does not verify")
 
 // Signer signs and checks requests between the nodes of one cluster.
+// Each signed request carries a random nonce, and Verify accepts a nonce
+// once: a request captured on the wire cannot be sent again.
 type Signer struct {
 	secret []byte
 	self   string
 	now    func() time.Time
+
+	mu   sync.Mutex
+	seen map[string]time.Time // nonce -> its request's time, kept for 2*maxSkew
 }
 
 // NewSigner returns the Signer of node self. The secret must be at least
@@ -43,15 +51,19 @@ func NewSigner(secret []byte, self string) (*Signer, error) {
 	if len(secret) < MinSecretLen {
 		return nil, fmt.Errorf("cluster: the secret is %d bytes; it must be at least %d (e.g. openssl rand -hex 32)", len(secret), MinSecretLen)
 	}
-	return &Signer{secret: append([]byte(nil), secret...), self: self, now: time.Now}, nil
+	return &Signer{secret: append([]byte(nil), secret...), self: self, now: time.Now, seen: map[string]time.Time{}}, nil
 }
 
 // Sign marks r as sent by this node; body is r's whole body (nil for none).
 func (s *Signer) Sign(r *http.Request, body []byte) {
 	ts := strconv.FormatInt(s.now().Unix(), 10)
+	raw := make([]byte, 16)
+	_, _ = rand.Read(raw)
+	nonce := hex.EncodeToString(raw)
 	r.Header.Set(headerNode, s.self)
 	r.Header.Set(headerTime, ts)
-	r.Header.Set(headerSignature, s.mac(r, s.self, ts, body))
+	r.Header.Set(headerNonce, nonce)
+	r.Header.Set(headerSignature, s.mac(r, s.self, ts, nonce, body))
 }
 
 // Signed reports whether r claims to come from a node, rightly or not.
@@ -61,27 +73,51 @@ func Signed(r *http.Request) bool {
 
 // Verify checks r's signature over body and returns the node it came from.
 func (s *Signer) Verify(r *http.Request, body []byte) (string, error) {
-	node, ts, sig := r.Header.Get(headerNode), r.Header.Get(headerTime), r.Header.Get(headerSignature)
+	node, ts, nonce, sig := r.Header.Get(headerNode), r.Header.Get(headerTime), r.Header.Get(headerNonce), r.Header.Get(headerSignature)
 	sec, err := strconv.ParseInt(ts, 10, 64)
-	if node == "" || sig == "" || err != nil {
+	if node == "" || sig == "" || len(nonce) != 32 || err != nil {
 		return "", ErrBadSignature
 	}
-	if d := s.now().Sub(time.Unix(sec, 0)); d > maxSkew || d < -maxSkew {
+	now := s.now()
+	if d := now.Sub(time.Unix(sec, 0)); d > maxSkew || d < -maxSkew {
 		return "", fmt.Errorf("%w: its time is %v off this node's clock", ErrBadSignature, d.Round(time.Second))
 	}
-	want := s.mac(r, node, ts, body)
+	want := s.mac(r, node, ts, nonce, body)
 	if !hmac.Equal([]byte(sig), []byte(want)) {
 		return "", ErrBadSignature
+	}
+	if !s.fresh(nonce, now) {
+		return "", fmt.Errorf("%w: a request with this nonce was already served (a replay)", ErrBadSignature)
 	}
 	return node, nil
 }
 
-// mac covers what the request does: method, path and query, sender, time
-// and body.
-func (s *Signer) mac(r *http.Request, node, ts string, body []byte) string {
+// fresh records a verified request's nonce and reports whether it is new.
+// A nonce is kept for twice the skew allowed, longer than any request
+// bearing it is accepted, then forgotten.
+func (s *Signer) fresh(nonce string, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.seen[nonce]; dup {
+		return false
+	}
+	if len(s.seen) >= 1024 && len(s.seen)%1024 == 0 {
+		for n, at := range s.seen {
+			if now.Sub(at) > 2*maxSkew {
+				delete(s.seen, n)
+			}
+		}
+	}
+	s.seen[nonce] = now
+	return true
+}
+
+// mac covers what the request does: method, path and query, sender,
+// time, nonce and body.
+func (s *Signer) mac(r *http.Request, node, ts, nonce string, body []byte) string {
 	bh := sha256.Sum256(body)
 	m := hmac.New(sha256.New, s.secret)
-	for _, part := range []string{"tandem-cluster-v1", r.Method, r.URL.RequestURI(), node, ts, hex.EncodeToString(bh[:])} {
+	for _, part := range []string{"tandem-cluster-v1", r.Method, r.URL.RequestURI(), node, ts, nonce, hex.EncodeToString(bh[:])} {
 		m.Write([]byte(part))
 		m.Write([]byte{0})
 	}

@@ -57,6 +57,16 @@ func TestSigner(t *testing.T) {
 		{"stale", signed("POST", "http://a:1/mcp", body, a), body, time.Minute, true},
 		{"future", signed("POST", "http://a:1/mcp", body, a), body, -time.Minute, true},
 		{"unsigned", func() *http.Request { r, _ := http.NewRequest("POST", "/mcp", nil); return r }(), body, 0, true},
+		{"nonce changed", func() *http.Request {
+			r := signed("POST", "http://a:1/mcp", body, a)
+			r.Header.Set(headerNonce, strings.Repeat("0", 32))
+			return r
+		}(), body, 0, true},
+		{"no nonce", func() *http.Request {
+			r := signed("POST", "http://a:1/mcp", body, a)
+			r.Header.Del(headerNonce)
+			return r
+		}(), body, 0, true},
 		{"garbage time", func() *http.Request {
 			r := signed("POST", "http://a:1/mcp", body, a)
 			r.Header.Set(headerTime, "soon")
@@ -74,6 +84,47 @@ func TestSigner(t *testing.T) {
 				t.Fatalf("from %q, err %v; want node-a", from, err)
 			}
 		})
+	}
+}
+
+// TestSignerReplay: a request verifies once; sent again, even within the
+// allowed skew, it is refused. Another request still verifies.
+func TestSignerReplay(t *testing.T) {
+	secret := []byte(strings.Repeat("s", 32))
+	a, _ := NewSigner(secret, "node-a")
+	b, _ := NewSigner(secret, "node-b")
+	body := []byte(`{"id":1}`)
+	r, _ := http.NewRequest("POST", "http://b:1/mcp", nil)
+	a.Sign(r, body)
+	in, _ := http.NewRequest("POST", "/mcp", nil)
+	in.Header = r.Header
+	if _, err := b.Verify(in, body); err != nil {
+		t.Fatalf("first delivery: %v", err)
+	}
+	if _, err := b.Verify(in, body); !errors.Is(err, ErrBadSignature) || !strings.Contains(err.Error(), "replay") {
+		t.Fatalf("replayed request: err = %v; want a refused replay", err)
+	}
+	r2, _ := http.NewRequest("POST", "http://b:1/mcp", nil)
+	a.Sign(r2, body)
+	in2, _ := http.NewRequest("POST", "/mcp", nil)
+	in2.Header = r2.Header
+	if _, err := b.Verify(in2, body); err != nil {
+		t.Fatalf("a new request with the same body: %v", err)
+	}
+	// Old nonces are forgotten once no request bearing them is accepted.
+	for i := 0; i < 3000; i++ {
+		b.now = func() time.Time { return time.Now().Add(time.Duration(i) * time.Second) }
+		r, _ := http.NewRequest("GET", "http://b:1/x", nil)
+		a.now = b.now
+		a.Sign(r, nil)
+		in, _ := http.NewRequest("GET", "/x", nil)
+		in.Header = r.Header
+		if _, err := b.Verify(in, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(b.seen); n > 2048 {
+		t.Fatalf("%d nonces kept; old ones are never forgotten", n)
 	}
 }
 
