@@ -24,9 +24,10 @@ import (
 const detachKey = 0x1d
 
 type attachFlags struct {
-	observe bool
-	dataDir string
-	web     string
+	observe   bool
+	dataDir   string
+	web       string
+	tokenFile string // a cluster's shared operator token (web.operatorTokenFile)
 }
 
 func attachCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -47,7 +48,8 @@ func attachCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	}
 	c.Flags().BoolVar(&f.observe, "observe", false, "watch only: send no keys")
 	c.Flags().StringVar(&f.dataDir, "data-dir", "", "with a session id: tandem's data dir, which holds the operator token (default $XDG_STATE_HOME/tandem or ~/.local/state/tandem)")
-	c.Flags().StringVar(&f.web, "web", "", "with a session id: the dashboard's address, if not the one the last tandem noted")
+	c.Flags().StringVar(&f.web, "web", "", "with a session id: the dashboard's address (host:port, or a URL such as a balancer's https://…), if not the one the last tandem noted")
+	c.Flags().StringVar(&f.tokenFile, "token-file", "", "with a session id: the operator token file the nodes share (web.operatorTokenFile), instead of the data dir's")
 	return c
 }
 
@@ -167,11 +169,14 @@ func watchURL(ctx context.Context, f attachFlags, id string) (string, error) {
 		home, _ := os.UserHomeDir()
 		dir = defaultDataDir(home)
 	}
-	tok, err := operatorToken(dir)
+	tok, err := sharedOperatorToken(f.tokenFile)
+	if f.tokenFile == "" {
+		tok, err = operatorToken(dir)
+	}
 	if err != nil {
 		return "", err
 	}
-	base := "http://" + f.web
+	base := webBase(f.web)
 	if f.web == "" {
 		b, err := os.ReadFile(filepath.Join(dir, dashboardURLFile))
 		if err != nil {

@@ -29,7 +29,7 @@ func BenchmarkCluster(b *testing.B) {
 	ws := b.TempDir()
 	cfg := "targets: [{name: local, kind: local, workspace: " + ws + "}]\n"
 	pg := testenv.Postgres(b)
-	nodes := startNodes(b, 3, pg, cfg)
+	nodes, _ := startNodes(b, 3, pg, cfg)
 	tok := nodes[0].benchToken(b, "default", "bench-fwd")
 	viaOwner := startTSClientEnv(b, []string{"TANDEM_TOKEN=" + tok}, "--http", nodes[0].url)
 	viaOther := startTSClientEnv(b, []string{"TANDEM_TOKEN=" + tok}, "--http", nodes[1].url)

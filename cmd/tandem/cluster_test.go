@@ -39,26 +39,24 @@ func clusterFiles(t testing.TB) (secretFile, keyFile string) {
 }
 
 // startNodes starts n HTTP nodes sharing the store pg, one config (with
-// the cluster block added to body) and each its own data dir.
-func startNodes(t testing.TB, n int, pg, body string) []*httpServer {
+// the cluster block added to body) and each its own data dir. It returns
+// them with the operator token they share.
+func startNodes(t testing.TB, n int, pg, body string) ([]*httpServer, string) {
 	t.Helper()
 	secret, key := clusterFiles(t)
-	cfg := body + "cluster: {secretFile: " + secret + "}\nauth: {signingKey: " + key + "}\n"
+	raw := make([]byte, 32)
+	_, _ = rand.Read(raw)
+	opToken := hex.EncodeToString(raw)
+	opFile := filepath.Join(t.TempDir(), "operator.token")
+	if err := os.WriteFile(opFile, []byte(opToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := body + "cluster: {secretFile: " + secret + "}\nauth: {signingKey: " + key + "}\nweb: {operatorTokenFile: " + opFile + "}\n"
 	nodes := make([]*httpServer, n)
 	for i := range nodes {
 		nodes[i] = startHTTP(t, httpOpts{config: cfg, args: []string{"--store", pg}})
 	}
-	return nodes
-}
-
-// operatorOf is the dashboard API of an HTTP node.
-func operatorOf(t *testing.T, s *httpServer) operatorClient {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(s.dataDir, "dashboard.token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return operatorClient{base: s.base, token: strings.TrimSpace(string(b))}
+	return nodes, opToken
 }
 
 // clientAt connects the go-sdk client to the MCP endpoint at url.
@@ -76,7 +74,7 @@ func clientAt(t testing.TB, url, token string) *mcptest.Client {
 func TestClusterRouting(t *testing.T) {
 	ws := t.TempDir()
 	pg := testenv.Postgres(t)
-	nodes := startNodes(t, 2, pg, "targets: [{name: local, kind: local, workspace: "+ws+"}]\n"+`policy:
+	nodes, opToken := startNodes(t, 2, pg, "targets: [{name: local, kind: local, workspace: "+ws+"}]\n"+`policy:
   mode: allow
   rules:
     - {tool: ssh_exec, command: "echo approve-me *", decision: ask}
@@ -158,7 +156,9 @@ limits: {inlineOutputBytes: 4096}
 	}
 
 	// B's dashboard lists A's session and opens it through A.
-	opB := operatorOf(t, b)
+	// One sign-in serves every node: they share the operator token.
+	opB := operatorClient{base: b.base, token: opToken}
+	operatorClient{base: a.base, token: opToken}.do(t, http.MethodGet, "/api/state", "")
 	st := opB.do(t, http.MethodGet, "/api/state", "")
 	found := ""
 	for _, s := range st["sessions"].([]any) {
@@ -280,4 +280,38 @@ func tokenRefused(url, tok string) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusUnauthorized
+}
+
+// TestSharedOperatorToken: the sign-in link of a cluster comes from the
+// token file the nodes share, on the balancer's URL; a token file open to
+// others, or too short, is refused.
+func TestSharedOperatorToken(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "operator.token")
+	tok := strings.Repeat("ab12", 16)
+	if err := os.WriteFile(good, []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := tandemCLI(t, "dashboard-url", "--token-file", good, "--web", "https://tandem.example.com/", "--data-dir", t.TempDir())
+	if err != nil || strings.TrimSpace(out) != "https://tandem.example.com/?token="+tok {
+		t.Fatalf("dashboard-url: %v %q", err, out)
+	}
+	for name, tc := range map[string]struct {
+		content string
+		mode    os.FileMode
+	}{
+		"group readable": {tok, 0o640},
+		"too short":      {"short", 0o600},
+	} {
+		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
+		if err := os.WriteFile(p, []byte(tc.content), tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := tandemCLI(t, "dashboard-url", "--token-file", p, "--data-dir", t.TempDir()); err == nil {
+			t.Errorf("%s token file accepted: %s", name, out)
+		}
+	}
 }

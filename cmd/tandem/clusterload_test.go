@@ -139,7 +139,7 @@ func TestClusterLoad(t *testing.T) {
 	}
 	pg := testenv.OwnPostgres(t)
 	ws := t.TempDir()
-	nodes := startNodes(t, 3, pg.URL(), "targets: [{name: local, kind: local, workspace: "+ws+"}]\n")
+	nodes, _ := startNodes(t, 3, pg.URL(), "targets: [{name: local, kind: local, workspace: "+ws+"}]\n")
 	lb := startRoundRobin(t, nodes) + "/mcp"
 	const nAgents, perAgent = 50, 100
 	agents := make([]*agent, nAgents)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tandem-sh/tandem/internal/config"
 	"github.com/tandem-sh/tandem/internal/session"
 	"github.com/tandem-sh/tandem/internal/store"
 	"github.com/tandem-sh/tandem/internal/web"
@@ -60,6 +61,37 @@ func operatorToken(dataDir string) (string, error) {
 	return tok, f.Close()
 }
 
+// sharedOperatorToken reads web.operatorTokenFile: a token the nodes of a
+// cluster share, which must exist, be the operator's alone (0600) and be
+// at least 32 letters, digits, '-' or '_'.
+func sharedOperatorToken(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("web.operatorTokenFile: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("web.operatorTokenFile %s is readable by group or others (mode %v): chmod 600 it", path, fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("web.operatorTokenFile: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < 32 || !tokenChars(tok) {
+		return "", fmt.Errorf("web.operatorTokenFile %s must hold at least 32 letters, digits, '-' or '_' (e.g. openssl rand -hex 32)", path)
+	}
+	return tok, nil
+}
+
+// dashboardToken is the serving tandem's operator token: the shared file
+// when the config names one, else the data dir's.
+func dashboardToken(cfg *config.Config, dataDir string) (string, error) {
+	if cfg.Web.OperatorTokenFile != "" {
+		return sharedOperatorToken(cfg.Web.OperatorTokenFile)
+	}
+	return operatorToken(dataDir)
+}
+
 // noteDashboard records where this tandem's dashboard is, for
 // `tandem dashboard-url`.
 func noteDashboard(dataDir, base string) error {
@@ -67,7 +99,7 @@ func noteDashboard(dataDir, base string) error {
 }
 
 func dashboardURLCmd() *cobra.Command {
-	var dataDir, webAddr string
+	var dataDir, webAddr, tokenFile string
 	c := &cobra.Command{
 		Use:   "dashboard-url",
 		Short: "Print the operator dashboard's sign-in link again",
@@ -80,13 +112,16 @@ func dashboardURLCmd() *cobra.Command {
 				home, _ := os.UserHomeDir()
 				dir = defaultDataDir(home)
 			}
-			tok, err := operatorToken(dir)
+			tok, err := sharedOperatorToken(tokenFile)
+			if tokenFile == "" {
+				tok, err = operatorToken(dir)
+			}
 			if err != nil {
 				return err
 			}
 			base := ""
 			if webAddr != "" {
-				base = "http://" + webAddr
+				base = webBase(webAddr)
 			} else if b, err := os.ReadFile(filepath.Join(dir, dashboardURLFile)); err == nil {
 				base = strings.TrimSpace(string(b))
 			} else {
@@ -97,7 +132,8 @@ func dashboardURLCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&dataDir, "data-dir", "", "tandem's data dir (default: $XDG_STATE_HOME/tandem or ~/.local/state/tandem)")
-	c.Flags().StringVar(&webAddr, "web", "", "the dashboard's address, if not the one the last tandem noted")
+	c.Flags().StringVar(&webAddr, "web", "", "the dashboard's address (host:port, or a URL such as a balancer's https://…), if not the one the last tandem noted")
+	c.Flags().StringVar(&tokenFile, "token-file", "", "the operator token file the nodes of a cluster share (web.operatorTokenFile), instead of the data dir's")
 	return c
 }
 
@@ -155,4 +191,14 @@ func tokenChars(s string) bool {
 		}
 	}
 	return true
+}
+
+// webBase is the dashboard's base URL from --web: host:port means plain
+// HTTP (a loopback listener); a full URL, such as a balancer's https one,
+// is taken as it is.
+func webBase(web string) string {
+	if strings.Contains(web, "://") {
+		return strings.TrimRight(web, "/")
+	}
+	return "http://" + web
 }

@@ -210,7 +210,7 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		Version:           version,
 		Elsewhere:         elsewhere(nodeURL, rec, log),
 	})
-	opTok, err := operatorToken(dataDir)
+	opTok, err := dashboardToken(cfg, dataDir)
 	if err != nil {
 		return err
 	}

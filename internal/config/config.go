@@ -187,6 +187,10 @@ type Web struct {
 	// use to reach the terminal, e.g. a reverse proxy's. Requests naming any
 	// other host are refused.
 	PublicHosts []string `yaml:"publicHosts"`
+	// OperatorTokenFile, if set, holds the operator token of the dashboard
+	// (instead of dashboard.token in the data dir): the nodes of a cluster
+	// behind one balancer share it, so one sign-in works on every node.
+	OperatorTokenFile string `yaml:"operatorTokenFile"`
 }
 
 // The values of audit.onFailure.
@@ -397,6 +401,9 @@ func (c *Config) validate(base, home string) error {
 		bad("audit.onFailure", "must be refuse or continue, got %q", c.Audit.OnFailure)
 	}
 	c.validateCluster(base, home, bad)
+	if c.Web.OperatorTokenFile != "" {
+		c.Web.OperatorTokenFile = resolve(c.Web.OperatorTokenFile, base, home)
+	}
 	if c.Auth.SigningKey != "" {
 		c.Auth.SigningKey = resolve(c.Auth.SigningKey, base, home)
 	}
