@@ -30,7 +30,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "tandem")
-	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	args := []string{"build", "-o", binary}
+	if os.Getenv("TANDEM_TEST_RACE") != "" {
+		// The servers the tests start run under the race detector, and
+		// stop at the first race (set GORACE=halt_on_error=1).
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "build tandem: %v\n%s", err, out)
 		os.Exit(1)

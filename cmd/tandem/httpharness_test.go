@@ -58,7 +58,7 @@ func startHTTP(t testing.TB, o httpOpts) *httpServer {
 	args := append([]string{"serve", "--http", "127.0.0.1:0", "--data-dir", s.dataDir, "--config", s.config, "--log-level", "debug"}, o.args...)
 	s.cmd = exec.Command(binary, args...)
 	s.cmd.Dir = o.home
-	s.cmd.Env = []string{"HOME=" + o.home, "PATH=" + os.Getenv("PATH"), "USER=" + os.Getenv("USER")}
+	s.cmd.Env = []string{"HOME=" + o.home, "PATH=" + os.Getenv("PATH"), "USER=" + os.Getenv("USER"), "GORACE=" + os.Getenv("GORACE")}
 	errf, err := os.CreateTemp(o.home, "stderr-*.log")
 	if err != nil {
 		t.Fatal(err)
