@@ -67,18 +67,26 @@ func clusterSecret(c config.Cluster) ([]byte, error) {
 	if c.Secret != "" {
 		return []byte(c.Secret), nil
 	}
-	fi, err := os.Stat(c.SecretFile)
+	s, err := readPrivateFile(c.SecretFile, "cluster.secretFile")
+	return []byte(s), err
+}
+
+// readPrivateFile reads a secret from a file that only its owner may read
+// (mode 0600 or stricter), trimmed of surrounding space; key names the
+// setting in messages.
+func readPrivateFile(path, key string) (string, error) {
+	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("cluster.secretFile: %w", err)
+		return "", fmt.Errorf("%s: %w", key, err)
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("cluster.secretFile %s is readable by group or others (mode %v): chmod 600 it", c.SecretFile, fi.Mode().Perm())
+		return "", fmt.Errorf("%s %s is readable by group or others (mode %v): chmod 600 it", key, path, fi.Mode().Perm())
 	}
-	b, err := os.ReadFile(c.SecretFile)
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("cluster.secretFile: %w", err)
+		return "", fmt.Errorf("%s: %w", key, err)
 	}
-	return []byte(strings.TrimSpace(string(b))), nil
+	return strings.TrimSpace(string(b)), nil
 }
 
 // clusterTransport carries forwarded requests: TLS checked against

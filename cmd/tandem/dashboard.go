@@ -65,18 +65,10 @@ func operatorToken(dataDir string) (string, error) {
 // cluster share, which must exist, be the operator's alone (0600) and be
 // at least 32 letters, digits, '-' or '_'.
 func sharedOperatorToken(path string) (string, error) {
-	fi, err := os.Stat(path)
+	tok, err := readPrivateFile(path, "web.operatorTokenFile")
 	if err != nil {
-		return "", fmt.Errorf("web.operatorTokenFile: %w", err)
+		return "", err
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("web.operatorTokenFile %s is readable by group or others (mode %v): chmod 600 it", path, fi.Mode().Perm())
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("web.operatorTokenFile: %w", err)
-	}
-	tok := strings.TrimSpace(string(b))
 	if len(tok) < 32 || !tokenChars(tok) {
 		return "", fmt.Errorf("web.operatorTokenFile %s must hold at least 32 letters, digits, '-' or '_' (e.g. openssl rand -hex 32)", path)
 	}

@@ -136,7 +136,7 @@ func (n *Node) route(r *http.Request, body []byte, o MCPOptions) (base string, m
 	default:
 		return "", msg, nil
 	}
-	base, err := n.owner(r.Context(), row)
+	base, err := n.owner(r.Context(), row.InstanceID)
 	switch {
 	case errors.Is(err, ErrOwnerGone):
 		return "", msg, err

@@ -93,13 +93,13 @@ func (n *Node) instance(ctx context.Context, id string) (store.Instance, error) 
 // heartbeating, and its sessions are (or are about to be) ended.
 var ErrOwnerGone = errors.New("cluster: the node holding the session is gone")
 
-// owner returns the base URL of the node that holds the session row names,
-// or "" when that node is this one.
-func (n *Node) owner(ctx context.Context, row store.SessionRow) (string, error) {
-	if row.InstanceID == n.ID {
+// owner returns the base URL of the live node with that instance id (the
+// node holding a session), or "" when that node is this one.
+func (n *Node) owner(ctx context.Context, instanceID string) (string, error) {
+	if instanceID == n.ID {
 		return "", nil
 	}
-	in, err := n.instance(ctx, row.InstanceID)
+	in, err := n.instance(ctx, instanceID)
 	if err != nil {
 		return "", err
 	}
@@ -152,7 +152,6 @@ func (n *Node) forward(kind string, w http.ResponseWriter, r *http.Request, body
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Host = pr.In.Host // the owner checks Origin against the name the browser used
-			pr.Out.Header.Del("X-Forwarded-For")
 			if body != nil {
 				pr.Out.Body = io.NopCloser(bytes.NewReader(body))
 				pr.Out.ContentLength = int64(len(body))
@@ -243,12 +242,12 @@ func (n *Node) OwnerOf(ctx context.Context, sessionID string) (string, error) {
 	if row.Status != store.StatusActive {
 		return "", fmt.Errorf("session %s has ended", sessionID)
 	}
-	return n.owner(ctx, row)
+	return n.owner(ctx, row.InstanceID)
 }
 
 // URLOf returns the base URL of a live node by instance id.
 func (n *Node) URLOf(ctx context.Context, instanceID string) (string, error) {
-	return n.owner(ctx, store.SessionRow{InstanceID: instanceID})
+	return n.owner(ctx, instanceID)
 }
 
 // Monitor wraps the browser pages of a session (/s/{key}, its WebSocket
@@ -276,7 +275,7 @@ func (n *Node) Monitor(next http.Handler, local func(key string) bool) http.Hand
 			next.ServeHTTP(w, r)
 			return
 		}
-		base, err := n.owner(r.Context(), row)
+		base, err := n.owner(r.Context(), row.InstanceID)
 		if err != nil || base == "" {
 			next.ServeHTTP(w, r)
 			return
