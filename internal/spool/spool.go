@@ -44,11 +44,19 @@ type File struct {
 
 	mu      sync.Mutex
 	head    []byte
-	f       *os.File // open while writing; nil after Close
+	f       *os.File    // open while writing; nil after Close
+	opening chan opened // the file, being created ahead of the spill
 	spilled bool
+	closed  bool // no more writes: a later spill keeps no descriptor
 	size    int64
 	lost    int64
 	err     error
+}
+
+// opened is the outcome of creating a stream's file ahead of its spill.
+type opened struct {
+	fd  *os.File
+	err error
 }
 
 // New returns an empty stream that spills to Path/name.
@@ -77,6 +85,9 @@ func (f *File) Write(p []byte) (int, error) {
 		f.head = append(f.head, p[:k]...)
 		f.size += int64(k)
 		p = p[k:]
+		if f.opening == nil && f.dir != nil && len(f.head) >= f.inline()/2 {
+			f.openAhead()
+		}
 	}
 	if len(p) == 0 {
 		return n, nil
@@ -99,12 +110,44 @@ func (f *File) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// openAhead starts creating the stream's file once its head is half
+// full: creating a file costs this disk a good part of a millisecond,
+// which a large output would otherwise pay on the capture's path, with
+// the shell's lock held. f.mu is held.
+func (f *File) openAhead() {
+	ch := make(chan opened, 1)
+	f.opening = ch
+	dir, path := f.dir, f.path()
+	go func() {
+		fd, err := create(dir, path)
+		ch <- opened{fd, err}
+	}()
+}
+
+// create makes the stream's file in dir, which it creates on first use.
+func create(dir *Dir, path string) (*os.File, error) {
+	if err := dir.ensure(); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+}
+
 // spill moves the stream to disk; f.mu is held.
 func (f *File) spill() error {
-	if err := f.dir.ensure(); err != nil {
-		return fmt.Errorf("spool %s: %w", f.name, err)
+	var o opened
+	if f.opening != nil {
+		o = <-f.opening
+		f.opening = nil
+	} else {
+		o.fd, o.err = create(f.dir, f.path())
 	}
-	fd, err := os.OpenFile(f.path(), os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	return f.spillTo(o)
+}
+
+// spillTo writes the head to the created file; f.mu is held. A stream
+// that was already closed keeps no descriptor.
+func (f *File) spillTo(o opened) error {
+	fd, err := o.fd, o.err
 	if err != nil {
 		return fmt.Errorf("spool %s: %w", f.name, err)
 	}
@@ -112,8 +155,24 @@ func (f *File) spill() error {
 		_ = fd.Close()
 		return fmt.Errorf("spool %s: %w", f.name, err)
 	}
-	f.f, f.spilled = fd, true
+	f.spilled = true
+	if f.closed {
+		return fd.Close()
+	}
+	f.f = fd
 	return nil
+}
+
+// settle spills a closed stream whose file was being created ahead, once
+// it exists, unless Persist did first.
+func (f *File) settle() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.opening != nil {
+		if err := f.spill(); err != nil && f.err == nil {
+			f.err = err
+		}
+	}
 }
 
 func (f *File) path() string { return filepath.Join(f.dir.Path, f.name) }
@@ -153,6 +212,22 @@ func (f *File) Close() error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.closed = true
+	if f.opening != nil {
+		// The file was created ahead for a spill that never came: the
+		// stream goes in it once it exists, without holding up Close
+		// (which the shell calls on the reply's path).
+		select {
+		case o := <-f.opening:
+			f.opening = nil
+			if err := f.spillTo(o); err != nil {
+				f.err = err
+				return err
+			}
+		default:
+			go f.settle()
+		}
+	}
 	if f.f == nil {
 		return nil
 	}

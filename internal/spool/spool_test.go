@@ -2,6 +2,7 @@ package spool_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -114,5 +115,60 @@ func TestSpillNeverFollowsSymlinks(t *testing.T) {
 	}
 	if f.Err() == nil {
 		t.Fatal("no error reported for the refused spill")
+	}
+}
+
+// TestFileCreatedAhead: a stream whose head is half full has its file
+// created ahead of the spill (off the capture's path). Close never waits
+// for that file; the stream lands in it anyway, and neither that nor a
+// Persist after Close keeps a descriptor open.
+func TestFileCreatedAhead(t *testing.T) {
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	before := fds()
+	for _, data := range []string{"abc", "abcd", "abcdefghij"} {
+		t.Run(data, func(t *testing.T) {
+			d := &spool.Dir{Path: filepath.Join(t.TempDir(), "spool"), Inline: 8}
+			for i := range 20 {
+				f := d.New(fmt.Sprint("s", i))
+				_, _ = f.Write([]byte(data))
+				if err := f.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if got := f.String(); got != data {
+					t.Fatalf("reads %q after Close, want %q", got, data)
+				}
+				p, err := f.Persist()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b, err := os.ReadFile(p); err != nil || string(b) != data {
+					t.Fatalf("file holds %q (%v), want %q", b, err, data)
+				}
+				if !f.Spilled() || f.String() != data || f.Err() != nil {
+					t.Errorf("spilled %v, reads %q, err %v", f.Spilled(), f.String(), f.Err())
+				}
+			}
+		})
+	}
+	if after := fds(); after != before {
+		t.Errorf("%d descriptors open before, %d after: closed streams keep files open", before, after)
+	}
+	// Creating the file ahead fails where the spool cannot be made: the
+	// stream stays whole in memory and says why it has no file.
+	blocker := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := (&spool.Dir{Path: blocker, Inline: 8}).New("s")
+	_, _ = f.Write([]byte("abcdef"))
+	_ = f.Close()
+	if _, err := f.Persist(); err == nil || f.Err() == nil || f.String() != "abcdef" || f.Lost() != 0 {
+		t.Errorf("persist %v, err %v, reads %q, lost %d", err, f.Err(), f.String(), f.Lost())
 	}
 }
