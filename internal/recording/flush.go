@@ -3,11 +3,23 @@ package recording
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // maxSpare bounds the buffer the flusher keeps for reuse between disk
 // writes; a larger one, left by a burst, goes back to the garbage collector.
 const maxSpare = 1 << 20
+
+// The flusher takes a burst of output once it pauses: it waits for no
+// event to come for settleQuiet before it encodes, so the recording stays
+// out of the way of what it records (a command flooding the terminal, and
+// an agent waiting for that command's end). It waits no longer than
+// settleMax after the oldest pending event, nor past half the limit
+// pending, nor while Flush or Close wait.
+const (
+	settleQuiet = 2 * time.Millisecond
+	settleMax   = 100 * time.Millisecond
+)
 
 // ErrClosed is returned by [Writer.Flush] after [Writer.Close].
 var ErrClosed = errors.New("recording: writer closed")
@@ -23,9 +35,11 @@ func (w *Writer) Flush() error {
 		return ErrClosed
 	}
 	target := w.appended
+	w.hurry++
 	for w.written < target {
 		w.progress.Wait()
 	}
+	w.hurry--
 	if w.err != nil {
 		return fmt.Errorf("recording: flush: %w", w.err)
 	}
@@ -77,6 +91,21 @@ func (w *Writer) Close() error {
 	return w.closeErr
 }
 
+// settle returns once pending events should be encoded (see settleQuiet);
+// w.mu is held, and released while it waits.
+func (w *Writer) settle() {
+	for !w.closing && w.hurry == 0 && w.appended-w.written < int64(w.limit/2) {
+		now := time.Since(w.start)
+		wait := min(settleQuiet-(now-w.last), settleMax-(now-w.pending[0].d))
+		if wait <= 0 {
+			return
+		}
+		w.mu.Unlock()
+		time.Sleep(wait)
+		w.mu.Lock()
+	}
+}
+
 // flush runs until Close: it encodes pending events and hands them to the
 // disk, one write per batch, without holding the lock while it does. After
 // a write fails it discards everything, since the file may end in half a
@@ -94,6 +123,7 @@ func (w *Writer) flush() {
 			w.progress.Broadcast()
 			return
 		}
+		w.settle()
 		batch := w.pending
 		w.pending, w.spare = w.spare[:0], nil
 		failed := w.err != nil

@@ -52,6 +52,7 @@ type Writer struct {
 	lost     int64
 	err      error // first disk error; nothing is written after it
 	closing  bool
+	hurry    int  // Flush calls waiting: the flusher does not settle
 	finished bool // the flusher has returned
 
 	closed   chan struct{} // closed when Close has closed the file

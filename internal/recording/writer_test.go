@@ -193,6 +193,7 @@ func TestConcurrentCallers(t *testing.T) {
 func FuzzOutput(f *testing.F) {
 	f.Add([]byte(strings.Join(chunks, "")), []byte{1, 2, 3, 4, 5})
 	f.Add([]byte("\xf0\x9f\x98\x80\xf0\x9f\x98"), []byte{1, 1, 1, 1, 1, 1})
+	f.Add([]byte("1\r\n2\r\r\n\n\r\"\\\u2028\r"), []byte{2, 3, 1})
 	f.Fuzz(func(t *testing.T, data, cuts []byte) {
 		var file bytes.Buffer
 		w, err := recording.NewTestWriter(&file, recording.Header{Width: 80, Height: 24}, 1<<30)
