@@ -456,18 +456,25 @@ func markerPrefixLen(b []byte, markers ...[]byte) int {
 // toCRLF converts bare LF to CR LF, as a terminal's onlcr would, so relay
 // output (which never passed through the tty) displays right for viewers.
 func toCRLF(dst, src []byte) []byte {
-	dst = slices.Grow(dst, len(src)+bytes.Count(src, []byte{'\n'}))
-	for len(src) > 0 {
-		i := bytes.IndexByte(src, '\n')
-		if i < 0 {
-			return append(dst, src...)
-		}
-		dst = append(dst, src[:i]...)
-		if i == 0 || src[i-1] != '\r' {
-			dst = append(dst, '\r')
-		}
-		dst = append(dst, '\n')
-		src = src[i+1:]
+	n := bytes.Count(src, []byte{'\n'})
+	if n == 0 {
+		return append(dst, src...)
 	}
-	return dst
+	// One pass over a buffer of the final size: output such as seq's is
+	// mostly newlines, where copying line by line costs twice as much.
+	base := len(dst)
+	dst = slices.Grow(dst, len(src)+n)[:base+len(src)+n]
+	out := dst[base:]
+	j := 0
+	prev := byte(0) // a newline at the start of src gets its CR
+	for _, c := range src {
+		if c == '\n' && prev != '\r' {
+			out[j] = '\r'
+			j++
+		}
+		out[j] = c
+		j++
+		prev = c
+	}
+	return dst[:base+j]
 }

@@ -102,9 +102,18 @@ func TestSyntaxMessage(t *testing.T) {
 }
 
 func TestToCRLF(t *testing.T) {
-	for in, want := range map[string]string{"a\nb\n": "a\r\nb\r\n", "a\r\nb": "a\r\nb", "\n": "\r\n", "": ""} {
+	for in, want := range map[string]string{
+		"a\nb\n": "a\r\nb\r\n", "a\r\nb": "a\r\nb", "\n": "\r\n", "": "", "\n\n": "\r\n\r\n",
+		"\r\n\n": "\r\n\r\n", "x\r": "x\r", "\r\r\n": "\r\r\n", "no newline": "no newline",
+	} {
 		if got := string(toCRLF(nil, []byte(in))); got != want {
 			t.Errorf("toCRLF(%q) = %q, want %q", in, got, want)
+		}
+		// Appending keeps what dst held, whatever its spare capacity.
+		dst := make([]byte, 3, 4)
+		copy(dst, "old")
+		if got := string(toCRLF(dst, []byte(in))); got != "old"+want {
+			t.Errorf("toCRLF(old, %q) = %q, want %q", in, got, "old"+want)
 		}
 	}
 }
