@@ -16,6 +16,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tandem-sh/tandem/internal/jsonstr"
 )
 
 // encodedResult is a tool result whose JSON tandem writes once, itself.
@@ -37,15 +39,21 @@ type encodedResult struct {
 }
 
 // encodeOnce is the receiving middleware that gives every tandem tool
-// result the single encoding of encodedResult. Results of any other shape
-// pass as they are.
+// result the single encoding of encodedResult, and every resource read
+// that of encodedResource. Results of any other shape pass as they are.
 func (s *Server) encodeOnce(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
-		if r, ok := res.(*mcp.CallToolResult); ok && err == nil {
+		if err != nil {
+			return res, err
+		}
+		switch r := res.(type) {
+		case *mcp.CallToolResult:
 			if raw, ok := ownReply(r); ok {
 				return &encodedResult{CallToolResult: r, reply: raw, stash: s.stashOf(req.GetSession())}, nil
 			}
+		case *mcp.ReadResourceResult:
+			return &encodedResource{ReadResourceResult: r, stash: s.stashOf(req.GetSession())}, nil
 		}
 		return res, err
 	}
@@ -82,19 +90,12 @@ func (r *encodedResult) encode() ([]byte, error) {
 	// Everything but the content, as the SDK writes it: small.
 	rest := *r.CallToolResult
 	rest.Content, rest.StructuredContent = nil, nil
-	head, err := json.Marshal(&rest)
+	fields, err := otherFields(&rest, "content", "structuredContent")
 	if err != nil {
 		return nil, fmt.Errorf("encode tool result: %w", err)
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(head, &fields); err != nil {
-		return nil, fmt.Errorf("encode tool result: %w", err)
-	}
-	delete(fields, "content")
-	delete(fields, "structuredContent")
-
 	escapes := bytes.Count(r.reply, []byte{'"'}) + bytes.Count(r.reply, []byte{'\\'})
-	b := make([]byte, 0, 2*len(r.reply)+escapes+len(head)+64)
+	b := make([]byte, 0, 2*len(r.reply)+escapes+256)
 	b = append(b, `{"content":[{"type":"text","text":`...)
 	b, err = appendQuoted(b, r.reply)
 	if err != nil {
@@ -102,6 +103,29 @@ func (r *encodedResult) encode() ([]byte, error) {
 	}
 	b = append(b, `}],"structuredContent":`...)
 	b = append(b, r.reply...)
+	return appendFields(b, fields), nil
+}
+
+// otherFields is v's JSON as the SDK writes it, as fields, less those
+// named: what a result carries besides its content, which is small.
+func otherFields(v any, drop ...string) (map[string]json.RawMessage, error) {
+	head, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(head, &fields); err != nil {
+		return nil, err
+	}
+	for _, k := range drop {
+		delete(fields, k)
+	}
+	return fields, nil
+}
+
+// appendFields appends fields, in key order, to an object written up to
+// its last member, and closes it.
+func appendFields(b []byte, fields map[string]json.RawMessage) []byte {
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		key, _ := json.Marshal(k)
 		b = append(b, ',')
@@ -109,7 +133,65 @@ func (r *encodedResult) encode() ([]byte, error) {
 		b = append(b, ':')
 		b = append(b, fields[k]...)
 	}
-	return append(b, '}'), nil
+	return append(b, '}')
+}
+
+// encodedResource is a resource read (an output page, up to 4 MiB) whose
+// text tandem encodes once, itself, as encodedResult does a tool result's.
+type encodedResource struct {
+	*mcp.ReadResourceResult
+	stash *stash // nil: MarshalJSON returns the encoding itself
+}
+
+// MarshalJSON is encodedResult's, for a resource read.
+func (r *encodedResource) MarshalJSON() ([]byte, error) {
+	b, err := r.encode()
+	if err != nil || r.stash == nil {
+		return b, err
+	}
+	return r.stash.put(b), nil
+}
+
+// encode writes what the SDK would, except that a text content always
+// carries its text, even an empty one (the SDK leaves "text" out then,
+// and a client's schema wants one of text or blob).
+func (r *encodedResource) encode() ([]byte, error) {
+	rest := *r.ReadResourceResult
+	rest.Contents = nil
+	fields, err := otherFields(&rest, "contents")
+	if err != nil {
+		return nil, fmt.Errorf("encode resource: %w", err)
+	}
+	size := 256
+	for _, c := range r.Contents {
+		size += len(c.Text) + len(c.Text)/4 + len(c.Blob)*4/3 + 256
+	}
+	b := make([]byte, 0, size)
+	b = append(b, `{"contents":[`...)
+	for i, c := range r.Contents {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		meta := *c
+		meta.Text = ""
+		cj, err := json.Marshal(&meta)
+		if err != nil {
+			return nil, fmt.Errorf("encode resource: %w", err)
+		}
+		if c.Blob != nil {
+			if c.Text != "" {
+				return nil, fmt.Errorf("encode resource: %s has both text and blob", c.URI)
+			}
+			b = append(b, cj...)
+			continue
+		}
+		b = append(b, cj[:len(cj)-1]...) // the object, open
+		b = append(b, `,"text":`...)
+		b = jsonstr.Append(b, c.Text)
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	return appendFields(b, fields), nil
 }
 
 // appendQuoted appends the JSON text j as a JSON string. j comes from

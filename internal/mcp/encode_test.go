@@ -58,6 +58,51 @@ func TestEncodeOnceMatchesSDK(t *testing.T) {
 	}
 }
 
+// TestEncodeResourceMatchesSDK: a resource read, encoded once by tandem,
+// is the JSON the go-sdk writes for it, except that an empty text is
+// there as "text":"" (the SDK drops it, which clients' schemas refuse).
+func TestEncodeResourceMatchesSDK(t *testing.T) {
+	big := strings.Repeat("line \"quoted\" <tag> & \\ tab\t é 😀\r\n", 20000)
+	for _, tc := range []struct {
+		name     string
+		contents []*mcp.ResourceContents
+		meta     mcp.Meta
+		empty    bool
+	}{
+		{"text", []*mcp.ResourceContents{{URI: "tandem://output/c1/stdout", MIMEType: "text/plain", Text: big}}, nil, false},
+		{"odd text", []*mcp.ResourceContents{{URI: "u", Text: "\x00\x1b[31m\u2028</script>"}}, nil, false},
+		{"blob", []*mcp.ResourceContents{{URI: "u", MIMEType: "application/octet-stream", Blob: []byte{0, 0xff, 1}}}, nil, false},
+		{"two, with _meta", []*mcp.ResourceContents{{URI: "a", Text: "x", Meta: mcp.Meta{"k": "v"}}, {URI: "b", Blob: []byte("y")}},
+			mcp.Meta{"io.modelcontextprotocol/serverInfo": map[string]any{"name": "tandem"}}, false},
+		{"empty text", []*mcp.ResourceContents{{URI: "u", MIMEType: "text/plain"}}, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := &mcp.ReadResourceResult{Contents: tc.contents, Meta: tc.meta}
+			want, err := json.Marshal(res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := json.Marshal(&encodedResource{ReadResourceResult: res})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var w, g map[string]any
+			if err := json.Unmarshal(want, &w); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(got, &g); err != nil {
+				t.Fatalf("not JSON: %v\n%.300s", err, got)
+			}
+			if tc.empty {
+				w["contents"].([]any)[0].(map[string]any)["text"] = ""
+			}
+			if !reflect.DeepEqual(w, g) {
+				t.Errorf("encodings differ:\nsdk:    %.400s\ntandem: %.400s", want, got)
+			}
+		})
+	}
+}
+
 // TestEncodeOnceLeavesOthers: a result that is not result()'s shape (a
 // second content, a text that differs) keeps the SDK's own encoding.
 func TestEncodeOnceLeavesOthers(t *testing.T) {
@@ -92,6 +137,22 @@ func BenchmarkEncodeResult(b *testing.B) {
 	})
 	b.Run("once", func(b *testing.B) {
 		e := &encodedResult{CallToolResult: res, reply: raw}
+		for b.Loop() {
+			if _, err := e.encode(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	page := &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "tandem://output/c1/stdout", MIMEType: "text/plain", Text: sb.String()}}}
+	b.Run("resource-sdk", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := json.Marshal(page); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("resource-once", func(b *testing.B) {
+		e := &encodedResource{ReadResourceResult: page}
 		for b.Loop() {
 			if _, err := e.encode(); err != nil {
 				b.Fatal(err)
