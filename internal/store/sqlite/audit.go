@@ -13,13 +13,19 @@ import (
 const auditCols = `seq, time, tenant, actor, claim_fingerprint, jti, session_id, session_name, target, tool,
 	event, args, outcome, reason, exit_code, duration_ms, bytes, approval_id, sid, workspace, hash_version, prev_hash, hash`
 
+const (
+	auditHeadSQL   = `SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`
+	auditInsertSQL = `INSERT INTO audit (` + auditCols + `)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+)
+
 // AppendAudit implements [store.Store]. The head is read and the record inserted
 // under one BEGIN IMMEDIATE, so no other process can append in between.
 func (s *DB) AppendAudit(ctx context.Context, build func(head store.AuditHead) (store.AuditRecord, error)) (store.AuditRecord, error) {
 	var rec store.AuditRecord
 	err := s.write(ctx, "store append audit", func(tx *sql.Tx) error {
 		var head store.AuditHead
-		err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`).Scan(&head.Seq, &head.Hash)
+		err := tx.StmtContext(ctx, s.auditHead).QueryRowContext(ctx).Scan(&head.Seq, &head.Hash)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("read head: %w", err)
 		}
@@ -30,8 +36,7 @@ func (s *DB) AppendAudit(ctx context.Context, build func(head store.AuditHead) (
 			return fmt.Errorf("record seq %d does not follow head %d", rec.Seq, head.Seq)
 		}
 		rec.Time = rec.Time.UTC()
-		_, err = tx.ExecContext(ctx, `INSERT INTO audit (`+auditCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err = tx.StmtContext(ctx, s.auditInsert).ExecContext(ctx,
 			rec.Seq, fmtTime(rec.Time), rec.Tenant, rec.Actor, rec.ClaimFingerprint, rec.JTI, rec.SessionID,
 			rec.SessionName, rec.Target, rec.Tool, rec.Event, string(rec.Args), rec.Outcome, rec.Reason,
 			nullInt(rec.ExitCode), rec.DurationMs, rec.Bytes, rec.ApprovalID, rec.SID, rec.Workspace, rec.HashVersion,

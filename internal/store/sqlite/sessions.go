@@ -137,12 +137,14 @@ func sortSessions(rs []store.SessionRow) {
 	})
 }
 
+const commandInsertSQL = `INSERT INTO commands (id, session_id, source, command, cwd, exit_code,
+	started_at, duration_ms, stdout_bytes, stderr_bytes, stdout_path, stderr_path)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
 // AddCommand implements [store.Store].
 func (s *DB) AddCommand(ctx context.Context, c store.CommandRow) error {
 	return s.write(ctx, "store add command", func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO commands (id, session_id, source, command, cwd, exit_code,
-			started_at, duration_ms, stdout_bytes, stderr_bytes, stdout_path, stderr_path)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err := tx.StmtContext(ctx, s.commandInsert).ExecContext(ctx,
 			c.ID, c.SessionID, c.Source, c.Command, c.Cwd, nullInt(c.ExitCode), fmtTime(c.StartedAt),
 			c.DurationMs, c.StdoutBytes, c.StderrBytes, c.StdoutPath, c.StderrPath)
 		return err

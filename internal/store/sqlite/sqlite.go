@@ -30,6 +30,9 @@ type DB struct {
 	// writers queue in database/sql, honouring their ctx; other processes
 	// are met at the file lock (see begin).
 	wdb *sql.DB
+	// The statements every tool call runs, prepared once on wdb: parsing
+	// them again each time cost more than running them.
+	auditHead, auditInsert, commandInsert *sql.Stmt
 }
 
 var _ store.Store = (*DB)(nil)
@@ -65,6 +68,10 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 		_ = s.Close()
 		return nil, err
 	}
+	if err := s.prepare(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -94,8 +101,32 @@ func dsn(path string, busyMs int) string {
 	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
 }
 
+// prepare prepares the statements of the write path.
+func (s *DB) prepare(ctx context.Context) error {
+	for _, p := range []struct {
+		st  **sql.Stmt
+		sql string
+	}{
+		{&s.auditHead, auditHeadSQL},
+		{&s.auditInsert, auditInsertSQL},
+		{&s.commandInsert, commandInsertSQL},
+	} {
+		st, err := s.wdb.PrepareContext(ctx, p.sql)
+		if err != nil {
+			return fmt.Errorf("store open %s: prepare: %w", s.path, unavailable(err))
+		}
+		*p.st = st
+	}
+	return nil
+}
+
 // Close closes the database.
 func (s *DB) Close() error {
+	for _, st := range []*sql.Stmt{s.auditHead, s.auditInsert, s.commandInsert} {
+		if st != nil {
+			_ = st.Close()
+		}
+	}
 	if err := errors.Join(s.wdb.Close(), s.db.Close()); err != nil {
 		return fmt.Errorf("store close: %w", err)
 	}
