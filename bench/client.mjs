@@ -117,8 +117,9 @@ async function exec(req) {
   let via = 'inline';
   const resource = res.stdoutResource;
   if (req.full && resource) {
-    via = readOutputTool ? 'ssh_read_output' : 'resources/read';
-    pieces = readOutputTool ? await readOutput(sess, r.commandId, 'stdout') : await readPages(resource);
+    const tool = readOutputTool && req.via !== 'resources/read';
+    via = tool ? 'ssh_read_output' : 'resources/read';
+    pieces = tool ? await readOutput(sess, r.commandId, 'stdout') : await readPages(resource);
   } else if (req.full && res.stdoutTruncated) {
     throw new Error(`stdout truncated with no resource to read it from: ${res.stdoutError ?? '(no stdoutError)'}`);
   }

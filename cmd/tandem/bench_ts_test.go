@@ -400,7 +400,7 @@ func BenchmarkTSClient(b *testing.B) {
 	const warm = 10 // calls before measuring, per case
 	for i := 0; i < b.N; i++ {
 		var rows []*tsRow
-		var tsVia string
+		var floorOut []byte
 		var nodeCodec, goCodecs latencies
 
 		// sshCall runs one call of each client and one of the floor, in
@@ -432,7 +432,6 @@ func BenchmarkTSClient(b *testing.B) {
 			case string(gout) != string(fout):
 				b.Fatalf("%s: the go-sdk client got %d bytes, the floor %d, and they differ", cmd, len(gout), len(fout))
 			}
-			tsVia = tr.Via
 			return times{msDur(tr.MS), msDur(tr.FullMS), gr, gf, base, fout}
 		}
 
@@ -451,66 +450,161 @@ func BenchmarkTSClient(b *testing.B) {
 			rows = append(rows, row)
 		}
 
+		// seq is measured a client at a time, each call beside a floor call:
+		// interleaving the two clients left one's garbage collection and its
+		// server's background work (recording, journal) in the other's
+		// figures. Full delivery is taken both ways an agent can read the
+		// rest back: resources/read (what the target is for; the output
+		// once, as text) and ssh_read_output (for clients that cannot read
+		// resources; a tool result carries it twice, as text and as
+		// structured content).
 		reply := &tsRow{name: "ssh seq reply", metric: "seq-reply", target: 1.3}
 		full := &tsRow{name: "ssh seq full", metric: "seq-full", target: 2.5}
+		fullTool := &tsRow{name: "seq full read_output", metric: "seq-full-read-output"}
+		// Each seq call starts on a quiet machine, as an agent's call does
+		// after the model's turn: what one call leaves to do in the
+		// background (tandem's recording and journal, sshd's teardown, a
+		// client's garbage collection) must not land in the next
+		// measurement, be it tandem's or the floor's.
+		quiet := func() { time.Sleep(10 * time.Millisecond) }
+		floorCall := func() time.Duration {
+			quiet()
+			t0 := time.Now()
+			fout, err := floorExec(seq)
+			d := time.Since(t0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(fout) != seqBytes {
+				b.Fatalf("%s: the floor got %d bytes, want %d", seq, len(fout), seqBytes)
+			}
+			if floorOut == nil {
+				floorOut = fout
+			}
+			return d
+		}
 		for j := 0; j < 60+warm; j++ {
-			t := sshCall(seq, seqBytes)
+			for _, via := range []string{"resources/read", "ssh_read_output"} {
+				quiet()
+				tr := ts.mustDo(b, map[string]any{"op": "exec", "session": "ssh", "command": seq, "full": true, "via": via})
+				base := floorCall()
+				sum := sha256.Sum256(floorOut)
+				if tr.Bytes != seqBytes || tr.SHA256 != hex.EncodeToString(sum[:]) || tr.ExitCode == nil || *tr.ExitCode != 0 || tr.Via != via {
+					b.Fatalf("%s: the TypeScript-SDK client got %d bytes (want %d) via %s (want %s), sha256 %s (floor's %x), exit code %v",
+						seq, tr.Bytes, seqBytes, tr.Via, via, tr.SHA256, sum, tr.ExitCode)
+				}
+				if j < warm {
+					continue
+				}
+				reply.ts, reply.base = append(reply.ts, msDur(tr.MS)), append(reply.base, base)
+				row := full
+				if via == "ssh_read_output" {
+					row = fullTool
+				}
+				row.ts, row.base = append(row.ts, msDur(tr.FullMS)), append(row.base, base)
+			}
 			nc := ts.mustDo(b, map[string]any{"op": "codec"})
 			if nc.Bytes != seqBytes {
 				b.Fatalf("codec: client.mjs held %d bytes of output, want %d", nc.Bytes, seqBytes)
 			}
-			gc, err := goCodec(t.out)
+			if j >= warm {
+				nodeCodec = append(nodeCodec, msDur(nc.MS))
+			}
+		}
+		for j := 0; j < 60+warm; j++ {
+			for _, tool := range []bool{false, true} {
+				quiet()
+				gr, gf, gout, err := goSDKFullExec(goSSH, seq, tool && goReadOutput)
+				if err != nil {
+					b.Fatal(err)
+				}
+				base := floorCall()
+				if string(gout) != string(floorOut) {
+					b.Fatalf("%s: the go-sdk client got %d bytes, the floor %d, and they differ", seq, len(gout), len(floorOut))
+				}
+				if j < warm {
+					continue
+				}
+				reply.gosdk, reply.goBase = append(reply.gosdk, gr), append(reply.goBase, base)
+				row := full
+				if tool {
+					row = fullTool
+				}
+				row.gosdk, row.goBase = append(row.gosdk, gf), append(row.goBase, base)
+			}
+			gc, err := goCodec(floorOut)
 			if err != nil {
 				b.Fatal(err)
 			}
 			if j >= warm {
-				reply.ts, reply.gosdk, reply.base = append(reply.ts, t.ts), append(reply.gosdk, t.gosdk), append(reply.base, t.base)
-				full.ts, full.gosdk, full.base = append(full.ts, t.tsFull), append(full.gosdk, t.goFull), append(full.base, t.base)
-				nodeCodec, goCodecs = append(nodeCodec, msDur(nc.MS)), append(goCodecs, gc)
+				goCodecs = append(goCodecs, gc)
 			}
 		}
-		rows = append(rows, reply, full)
+		rows = append(rows, reply, full, fullTool)
 
-		// localCall is one local echo hello of a client, over stdio or HTTP.
-		localCall := func(ts *tsClient, goSess sess) (tsT, goT time.Duration) {
-			tr := ts.mustDo(b, map[string]any{"op": "exec", "session": "local", "command": "echo hello", "full": true})
-			gr, _, gout, err := goSDKFullExec(goSess, "echo hello", goReadOutput)
+		// Local calls, like seq, are measured a client at a time; within
+		// a client, stdio and HTTP take turns going first, so neither
+		// always runs in the other's wake. The local baseline is node
+		// spawning bash, beside either client.
+		tsLocal := func(c *tsClient) time.Duration {
+			tr := c.mustDo(b, map[string]any{"op": "exec", "session": "local", "command": "echo hello", "full": true})
+			if tr.Bytes != 6 || tr.ExitCode == nil || *tr.ExitCode != 0 {
+				b.Fatalf("local echo hello: TypeScript-SDK client %d bytes (exit code %v)", tr.Bytes, tr.ExitCode)
+			}
+			return msDur(tr.MS)
+		}
+		goLocalCall := func(g sess) time.Duration {
+			gr, _, gout, err := goSDKFullExec(g, "echo hello", goReadOutput)
 			if err != nil {
 				b.Fatal(err)
 			}
-			if tr.Bytes != 6 || tr.ExitCode == nil || *tr.ExitCode != 0 || string(gout) != "hello\n" {
-				b.Fatalf("local echo hello: TypeScript-SDK client %d bytes (exit code %v), go-sdk %q", tr.Bytes, tr.ExitCode, gout)
+			if string(gout) != "hello\n" {
+				b.Fatalf("local echo hello: go-sdk %q", gout)
 			}
-			return msDur(tr.MS), gr
+			return gr
+		}
+		spawn := func() time.Duration {
+			sp := ts.mustDo(b, map[string]any{"op": "spawn", "command": "echo hello"})
+			if sp.Bytes != 6 {
+				b.Fatalf("local echo hello: node spawn %d bytes", sp.Bytes)
+			}
+			return msDur(sp.MS)
 		}
 		local := &tsRow{name: "local echo hello", metric: "local-echo", target: 0.6}
 		overHTTP := &tsRow{name: "local echo hello HTTP", metric: "local-echo-http", target: 1.2}
 		httpFloor := &tsRow{name: "HTTP round trip alone", metric: "http-floor"}
 		for j := 0; j < 300+warm; j++ {
-			// Stdio and HTTP take turns going first, so neither always
-			// runs in the other's wake.
-			var st, sg, ht, hg time.Duration
+			var st, ht time.Duration
 			if j%2 == 0 {
-				st, sg = localCall(ts, goLocal)
-				ht, hg = localCall(tsHTTP, goHTTP)
+				st, ht = tsLocal(ts), tsLocal(tsHTTP)
 			} else {
-				ht, hg = localCall(tsHTTP, goHTTP)
-				st, sg = localCall(ts, goLocal)
+				ht, st = tsLocal(tsHTTP), tsLocal(ts)
 			}
-			// The HTTP floor: each client's own POST to a handler that
+			// The HTTP floor: the client's own POST to a handler that
 			// answers at once, on the same kind of kept-alive connection.
 			ff := tsHTTP.mustDo(b, map[string]any{"op": "fetch", "url": floorSrv.URL})
-			gf := goPOSTFloor(b, floorSrv.URL)
-			sp := ts.mustDo(b, map[string]any{"op": "spawn", "command": "echo hello"})
-			if sp.Bytes != 6 {
-				b.Fatalf("local echo hello: node spawn %d bytes", sp.Bytes)
-			}
+			sp := spawn()
 			if j >= warm {
-				local.ts, local.gosdk, local.base = append(local.ts, st), append(local.gosdk, sg), append(local.base, msDur(sp.MS))
-				overHTTP.ts, overHTTP.gosdk = append(overHTTP.ts, ht), append(overHTTP.gosdk, hg)
-				httpFloor.ts, httpFloor.gosdk = append(httpFloor.ts, msDur(ff.MS)), append(httpFloor.gosdk, gf)
+				local.ts, local.base = append(local.ts, st), append(local.base, sp)
+				overHTTP.ts, httpFloor.ts = append(overHTTP.ts, ht), append(httpFloor.ts, msDur(ff.MS))
 			}
 		}
+		var goSpawn latencies
+		for j := 0; j < 300+warm; j++ {
+			var sg, hg time.Duration
+			if j%2 == 0 {
+				sg, hg = goLocalCall(goLocal), goLocalCall(goHTTP)
+			} else {
+				hg, sg = goLocalCall(goHTTP), goLocalCall(goLocal)
+			}
+			gf := goPOSTFloor(b, floorSrv.URL)
+			sp := spawn()
+			if j >= warm {
+				local.gosdk, goSpawn = append(local.gosdk, sg), append(goSpawn, sp)
+				overHTTP.gosdk, httpFloor.gosdk = append(overHTTP.gosdk, hg), append(httpFloor.gosdk, gf)
+			}
+		}
+		local.goBase = goSpawn
 		overHTTP.base, overHTTP.goBase = local.ts, local.gosdk
 		httpFloor.base, httpFloor.goBase = local.ts, local.gosdk
 		// Each call is a POST or two: on kept-alive connections the clients
@@ -520,16 +614,16 @@ func BenchmarkTSClient(b *testing.B) {
 			b.Fatalf("%d TCP connections to the HTTP server for %d calls: keep-alive is not holding", conns, 2*(300+warm))
 		}
 		rows = append(rows, local, overHTTP, httpFloor)
-		rows = append(rows, &tsRow{name: "seq encode alone", metric: "encode-alone", ts: nodeCodec, gosdk: goCodecs, base: reply.base})
+		rows = append(rows, &tsRow{name: "seq encode alone", metric: "encode-alone", ts: nodeCodec, gosdk: goCodecs, base: reply.base, goBase: reply.goBase})
 
-		// testing keeps 10 lines of a benchmark's log: a caption, a header
-		// and 8 rows.
+		// testing keeps 10 lines of a benchmark's log, fewer than the
+		// table has: it goes to stdout, which go test shows whole.
 		var report strings.Builder
 		fmt.Fprintf(&report, "baseline: the floor over SSH, node spawning bash for local, each client's own stdio call for HTTP (%d connections for %d calls: keep-alive); "+
-			"seq = %s, %d bytes, full delivery via %s from offset 0; "+
+			"seq = %s, %d bytes, full delivery = the reply plus the whole stdout read back from offset 0 by resources/read (ssh seq full) or ssh_read_output (seq full read_output), each client measured on its own beside the floor; "+
 			"encode alone = that output as one JSON string encoded and decoded, JSON.stringify+parse in node (TS), encoding/json (go-sdk); "+
 			"HTTP round trip alone = each client's bare POST to a handler that answers at once (node fetch, Go net/http), over its stdio call\n",
-			conns, 2*(300+warm), seq, seqBytes, tsVia)
+			conns, 2*(300+warm), seq, seqBytes)
 		fmt.Fprintf(&report, "%-21s | %8s %8s | %8s %8s | %8s %8s | %7s %7s | %s\n",
 			"case", "TS p50", "TS p90", "go p50", "go p90", "base p50", "base p90", "TS/base", "go/base", "TS target")
 		for _, r := range rows {
@@ -552,7 +646,7 @@ func BenchmarkTSClient(b *testing.B) {
 			b.ReportMetric(tsRatio, "ts-"+r.metric+"-ratio")
 			b.ReportMetric(goRatio, "gosdk-"+r.metric+"-ratio")
 		}
-		b.Log(strings.TrimSuffix(report.String(), "\n"))
+		fmt.Print(report.String())
 	}
 }
 
