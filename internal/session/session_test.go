@@ -109,6 +109,11 @@ func TestLookupRefusals(t *testing.T) {
 	m := session.NewManager(nil)
 	t.Cleanup(m.Shutdown)
 	_, tok := create(t, m, alice, "mine")
+	// The token with its last character changed (to one it is not).
+	wrong := tok[:len(tok)-1] + "x"
+	if tok[len(tok)-1] == 'x' {
+		wrong = tok[:len(tok)-1] + "y"
+	}
 	tests := []struct {
 		name   string
 		caller session.Caller
@@ -116,7 +121,7 @@ func TestLookupRefusals(t *testing.T) {
 		token  string
 	}{
 		{"no token", alice, "mine", ""},
-		{"wrong token", alice, "mine", tok[:len(tok)-1] + "x"},
+		{"wrong token", alice, "mine", wrong},
 		{"unknown name", alice, "nope", tok},
 		{"other caller, right token", session.Caller{Tenant: "t1", ID: "bob"}, "mine", tok},
 		{"other tenant, right token", session.Caller{Tenant: "t2", ID: "alice"}, "mine", tok},
