@@ -10,15 +10,20 @@ import (
 // writes; a larger one, left by a burst, goes back to the garbage collector.
 const maxSpare = 1 << 20
 
+// writeSlice is about how much the flusher encodes before it writes.
+const writeSlice = 256 << 10
+
 // The flusher takes a burst of output once it pauses: it waits for no
 // event to come for settleQuiet before it encodes, so the recording stays
-// out of the way of what it records (a command flooding the terminal, and
-// an agent waiting for that command's end). It waits no longer than
-// settleMax after the oldest pending event, nor past half the limit
-// pending, nor while Flush or Close wait.
+// out of the way of what it records (a command printing a lot, and an
+// agent waiting for that command's end). It waits no longer than
+// settleMax after the oldest pending event, nor while Flush or Close
+// wait, nor once settleBytes are pending: a flood is written as it comes,
+// leaving the limit for a disk that stalls.
 const (
 	settleQuiet = 2 * time.Millisecond
 	settleMax   = 100 * time.Millisecond
+	settleBytes = 1 << 20
 )
 
 // ErrClosed is returned by [Writer.Flush] after [Writer.Close].
@@ -92,9 +97,15 @@ func (w *Writer) Close() error {
 }
 
 // settle returns once pending events should be encoded (see settleQuiet);
-// w.mu is held, and released while it waits.
+// w.mu is held, and released while it waits. A burst that reached
+// settleBytes is a flood: until output pauses (see add), events go out as
+// they come, with nothing held back.
 func (w *Writer) settle() {
-	for !w.closing && w.hurry == 0 && w.appended-w.written < int64(w.limit/2) {
+	for !w.flood && !w.closing && w.hurry == 0 {
+		if w.appended-w.written >= int64(min(settleBytes, w.limit/4)) {
+			w.flood = true
+			return
+		}
 		now := time.Since(w.start)
 		wait := min(settleQuiet-(now-w.last), settleMax-(now-w.pending[0].d))
 		if wait <= 0 {
@@ -111,7 +122,7 @@ func (w *Writer) settle() {
 // a write fails it discards everything, since the file may end in half a
 // line.
 func (w *Writer) flush() {
-	var buf []byte // encoded batch, reused while small
+	var buf []byte // encoded events, reused while small
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for {
@@ -129,17 +140,33 @@ func (w *Writer) flush() {
 		failed := w.err != nil
 		w.mu.Unlock()
 
+		// A large batch goes to the disk a slice at a time, each counted
+		// as written once it is, so a disk that stalls on a write holds
+		// up only that slice against the limit.
 		var size int64
 		buf = buf[:0]
-		for _, e := range batch {
+		for i, e := range batch {
 			size += e.size()
 			if !failed {
 				buf = appendEvent(buf, e.d, e.code, e.data)
 			}
-		}
-		var err error
-		if !failed {
-			_, err = w.dst.Write(buf)
+			if len(buf) < writeSlice && i < len(batch)-1 {
+				continue
+			}
+			var err error
+			if !failed && len(buf) > 0 {
+				_, err = w.dst.Write(buf)
+			}
+			buf = buf[:0]
+			w.mu.Lock()
+			if err != nil && w.err == nil {
+				w.err = fmt.Errorf("write: %w", err)
+			}
+			failed = w.err != nil
+			w.written += size
+			size = 0
+			w.progress.Broadcast()
+			w.mu.Unlock()
 		}
 		if cap(buf) > maxSpare {
 			buf = nil
@@ -147,11 +174,6 @@ func (w *Writer) flush() {
 		clear(batch) // the events' data goes back to the garbage collector
 
 		w.mu.Lock()
-		if err != nil && w.err == nil {
-			w.err = fmt.Errorf("write: %w", err)
-		}
-		w.written += size
 		w.spare = batch
-		w.progress.Broadcast()
 	}
 }

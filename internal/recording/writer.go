@@ -52,8 +52,10 @@ type Writer struct {
 	lost     int64
 	err      error // first disk error; nothing is written after it
 	closing  bool
-	hurry    int  // Flush calls waiting: the flusher does not settle
-	finished bool // the flusher has returned
+	hurry    int           // Flush calls waiting: the flusher does not settle
+	flood    bool          // a burst passed settleBytes: the flusher does not settle
+	lastAdd  time.Duration // time of the last event kept
+	finished bool          // the flusher has returned
 
 	closed   chan struct{} // closed when Close has closed the file
 	closeErr error         // set before closed is closed
@@ -218,6 +220,10 @@ func (w *Writer) add(d time.Duration, code byte, data []byte, force bool) bool {
 	if data != nil {
 		evs[len(evs)-1].data = bytes.Clone(data) // the caller's buffer is theirs again
 	}
+	if d-w.lastAdd >= settleQuiet {
+		w.flood = false // output paused: a new burst
+	}
+	w.lastAdd = d
 	w.pending = append(w.pending, evs...)
 	w.appended += n
 	w.gap, w.gapSize = 0, nil
