@@ -18,9 +18,9 @@
 // [Writer] is fed by the terminal engine with the engine's lock held, so its
 // Output, Input and Resize only copy into memory and return; a background
 // goroutine encodes a burst once it pauses and writes it to disk. If the
-// disk falls more than 4 MiB behind, the
-// writer drops events rather than stall the shell or grow without bound, and
-// when there is room again it writes a single output event
+// disk falls more than 4 MiB behind, the writer drops events rather than
+// stall the shell or grow without bound, and when there is room again it
+// writes a single output event
 //
 //	"\r\n[tandem: recording lost N bytes here]\r\n"
 //
