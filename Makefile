@@ -39,7 +39,8 @@ bench:
 	$(GO) test -run '^$$' -bench 'BenchmarkHeap' -benchtime 1x ./internal/mcp/
 	$(GO) test -run '^$$' -bench 'BenchmarkEncodeResult' ./internal/mcp/
 	$(GO) test -run '^$$' -bench 'BenchmarkAuditedCalls' -benchtime 10000x ./internal/mcp/
-	$(GO) test -run '^$$' -bench 'BenchmarkAppend|BenchmarkVerify100k' ./internal/audit/ ./internal/store/
+	$(GO) test -run '^$$' -bench 'BenchmarkAppend|BenchmarkVerify100k' ./internal/audit/ ./internal/store/ ./internal/jsonstr/
+	$(GO) test -run '^$$' -bench 'BenchmarkOutput100MBps' -benchtime 10s ./internal/recording/
 	$(GO) test -run '^$$' -bench 'BenchmarkShell' ./internal/shell/
 
 fuzz:
