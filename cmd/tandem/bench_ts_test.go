@@ -570,16 +570,21 @@ func BenchmarkTSClient(b *testing.B) {
 			}
 			return msDur(sp.MS)
 		}
+		// turns runs one call then the other, the other first on odd
+		// rounds, and returns their times in the order given.
+		turns := func(j int, one, other func() time.Duration) (t1, t2 time.Duration) {
+			if j%2 == 0 {
+				t1 = one()
+				return t1, other()
+			}
+			t2 = other()
+			return one(), t2
+		}
 		local := &tsRow{name: "local echo hello", metric: "local-echo", target: 0.6}
 		overHTTP := &tsRow{name: "local echo hello HTTP", metric: "local-echo-http", target: 1.2}
 		httpFloor := &tsRow{name: "HTTP round trip alone", metric: "http-floor"}
 		for j := 0; j < 300+warm; j++ {
-			var st, ht time.Duration
-			if j%2 == 0 {
-				st, ht = tsLocal(ts), tsLocal(tsHTTP)
-			} else {
-				ht, st = tsLocal(tsHTTP), tsLocal(ts)
-			}
+			st, ht := turns(j, func() time.Duration { return tsLocal(ts) }, func() time.Duration { return tsLocal(tsHTTP) })
 			// The HTTP floor: the client's own POST to a handler that
 			// answers at once, on the same kind of kept-alive connection.
 			ff := tsHTTP.mustDo(b, map[string]any{"op": "fetch", "url": floorSrv.URL})
@@ -591,12 +596,7 @@ func BenchmarkTSClient(b *testing.B) {
 		}
 		var goSpawn latencies
 		for j := 0; j < 300+warm; j++ {
-			var sg, hg time.Duration
-			if j%2 == 0 {
-				sg, hg = goLocalCall(goLocal), goLocalCall(goHTTP)
-			} else {
-				hg, sg = goLocalCall(goHTTP), goLocalCall(goLocal)
-			}
+			sg, hg := turns(j, func() time.Duration { return goLocalCall(goLocal) }, func() time.Duration { return goLocalCall(goHTTP) })
 			gf := goPOSTFloor(b, floorSrv.URL)
 			sp := spawn()
 			if j >= warm {

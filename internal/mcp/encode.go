@@ -77,13 +77,7 @@ func ownReply(r *mcp.CallToolResult) (json.RawMessage, bool) {
 // MarshalJSON writes what the SDK would write for the embedded result,
 // with the reply encoded once as text and once as itself; on a connection
 // with a stash, it stashes that and returns the placeholder.
-func (r *encodedResult) MarshalJSON() ([]byte, error) {
-	b, err := r.encode()
-	if err != nil || r.stash == nil {
-		return b, err
-	}
-	return r.stash.put(b), nil
-}
+func (r *encodedResult) MarshalJSON() ([]byte, error) { return r.stash.hold(r.encode()) }
 
 // encode is the result's JSON, as the SDK would write it.
 func (r *encodedResult) encode() ([]byte, error) {
@@ -144,13 +138,7 @@ type encodedResource struct {
 }
 
 // MarshalJSON is encodedResult's, for a resource read.
-func (r *encodedResource) MarshalJSON() ([]byte, error) {
-	b, err := r.encode()
-	if err != nil || r.stash == nil {
-		return b, err
-	}
-	return r.stash.put(b), nil
-}
+func (r *encodedResource) MarshalJSON() ([]byte, error) { return r.stash.hold(r.encode()) }
 
 // encode writes what the SDK would, except that a text content always
 // carries its text, even an empty one (the SDK leaves "text" out then,
@@ -245,6 +233,15 @@ func (st *stash) put(b []byte) []byte {
 	id := st.key + "-" + strconv.FormatUint(st.n, 10)
 	st.m[id] = b
 	return []byte(placeholderPrefix + id + `"}`)
+}
+
+// hold is what MarshalJSON returns for an encoding: the placeholder of b
+// kept in st, or b itself when there is no stash (or an error).
+func (st *stash) hold(b []byte, err error) ([]byte, error) {
+	if err != nil || st == nil {
+		return b, err
+	}
+	return st.put(b), nil
 }
 
 // take returns and forgets the encoding a placeholder stands for.
