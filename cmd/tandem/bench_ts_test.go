@@ -547,6 +547,7 @@ func BenchmarkTSClient(b *testing.B) {
 		// always runs in the other's wake. The local baseline is node
 		// spawning bash, beside either client.
 		tsLocal := func(c *tsClient) time.Duration {
+			quiet()
 			tr := c.mustDo(b, map[string]any{"op": "exec", "session": "local", "command": "echo hello", "full": true})
 			if tr.Bytes != 6 || tr.ExitCode == nil || *tr.ExitCode != 0 {
 				b.Fatalf("local echo hello: TypeScript-SDK client %d bytes (exit code %v)", tr.Bytes, tr.ExitCode)
@@ -554,6 +555,7 @@ func BenchmarkTSClient(b *testing.B) {
 			return msDur(tr.MS)
 		}
 		goLocalCall := func(g sess) time.Duration {
+			quiet()
 			gr, _, gout, err := goSDKFullExec(g, "echo hello", goReadOutput)
 			if err != nil {
 				b.Fatal(err)
@@ -564,6 +566,7 @@ func BenchmarkTSClient(b *testing.B) {
 			return gr
 		}
 		spawn := func() time.Duration {
+			quiet()
 			sp := ts.mustDo(b, map[string]any{"op": "spawn", "command": "echo hello"})
 			if sp.Bytes != 6 {
 				b.Fatalf("local echo hello: node spawn %d bytes", sp.Bytes)
@@ -587,6 +590,7 @@ func BenchmarkTSClient(b *testing.B) {
 			st, ht := turns(j, func() time.Duration { return tsLocal(ts) }, func() time.Duration { return tsLocal(tsHTTP) })
 			// The HTTP floor: the client's own POST to a handler that
 			// answers at once, on the same kind of kept-alive connection.
+			quiet()
 			ff := tsHTTP.mustDo(b, map[string]any{"op": "fetch", "url": floorSrv.URL})
 			sp := spawn()
 			if j >= warm {
@@ -597,6 +601,7 @@ func BenchmarkTSClient(b *testing.B) {
 		var goSpawn latencies
 		for j := 0; j < 300+warm; j++ {
 			sg, hg := turns(j, func() time.Duration { return goLocalCall(goLocal) }, func() time.Duration { return goLocalCall(goHTTP) })
+			quiet()
 			gf := goPOSTFloor(b, floorSrv.URL)
 			sp := spawn()
 			if j >= warm {

@@ -44,7 +44,14 @@ type Journal struct {
 type command struct {
 	s   *session.Session
 	rec shell.Record
+	at  time.Time // when it was queued
 }
+
+// yieldFor is how long the journal leaves a finished command alone: the
+// call that ran it commits its audit record to the same store and sends
+// its reply meanwhile, which is what an agent waits for. Creating the
+// command's spool file and inserting its row come after.
+const yieldFor = 5 * time.Millisecond
 
 // New returns a Journal for the instance; Close stops its writer.
 func New(st store.Store, l *audit.Log, instanceID string, log *slog.Logger) *Journal {
@@ -127,7 +134,7 @@ func (j *Journal) lifecycle(s *session.Session, event, reason string) audit.Reco
 // CommandDone implements session.Journal; it only queues.
 func (j *Journal) CommandDone(s *session.Session, rec shell.Record) {
 	select {
-	case j.queue <- command{s, rec}:
+	case j.queue <- command{s, rec, time.Now()}:
 	default:
 		j.mu.Lock()
 		j.dropped++
@@ -140,6 +147,9 @@ func (j *Journal) CommandDone(s *session.Session, rec shell.Record) {
 func (j *Journal) write() {
 	defer j.wg.Done()
 	for c := range j.queue {
+		if wait := time.Until(c.at.Add(yieldFor)); wait > 0 {
+			time.Sleep(wait)
+		}
 		rec := c.rec
 		outPath, err1 := persist(rec.Stdout)
 		errPath, err2 := persist(rec.Stderr)
