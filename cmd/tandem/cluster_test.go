@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -313,5 +314,60 @@ func TestSharedOperatorToken(t *testing.T) {
 		if out, err := tandemCLI(t, "dashboard-url", "--token-file", p, "--data-dir", t.TempDir()); err == nil {
 			t.Errorf("%s token file accepted: %s", name, out)
 		}
+	}
+}
+
+// TestForwardedCallOwnerDies: a call forwarded to the session's node,
+// which is killed while the command runs, is answered node_unavailable
+// with mayHaveRun: the command did start, and the agent must not be told
+// that it did not run. A call after that, which cannot reach the dead node
+// at all, did not run there, and says so.
+func TestForwardedCallOwnerDies(t *testing.T) {
+	ws := t.TempDir()
+	pg := testenv.Postgres(t)
+	nodes, _ := startNodes(t, 2, pg, "targets: [{name: local, kind: local, workspace: "+ws+"}]\n")
+	a, b := nodes[0], nodes[1]
+	tok := a.token(t, "--tenant", "default", "--actor", "alice")
+	viaA, viaB := a.client(t, tok), b.client(t, tok)
+	tokS := str(mustOK(t, viaA.Call(t, "ssh_connect", map[string]any{"name": "dev"}))["sessionToken"])
+	marker := filepath.Join(ws, "started")
+	replied := make(chan map[string]any, 1)
+	go func() {
+		replied <- viaB.Call(t, "ssh_exec", map[string]any{"sessionName": "dev", "sessionToken": tokS,
+			"command": "echo yes > " + marker + "; sleep 20"})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command never started on A")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var r map[string]any
+	select {
+	case r = <-replied:
+	case <-time.After(15 * time.Second):
+		t.Fatal("no reply through B after A died")
+	}
+	wantError(t, r, "node_unavailable")
+	if r["mayHaveRun"] != true || strings.Contains(str(r["message"]), "did not run") {
+		t.Fatalf("the command ran on A, but B's reply says otherwise: %v", r)
+	}
+	// A is gone: the next call cannot reach it, so it did not run.
+	r = viaB.Call(t, "ssh_exec", map[string]any{"sessionName": "dev", "sessionToken": tokS, "command": "true"})
+	switch str(r["error"]) {
+	case "node_unavailable":
+		if r["mayHaveRun"] != nil || !strings.Contains(str(r["message"]), "did not run") {
+			t.Fatalf("a call that never reached A: %v", r)
+		}
+	case "session_ended": // A's lease ran out already
+	default:
+		t.Fatalf("a call after A died: %v", r)
 	}
 }

@@ -31,8 +31,10 @@ type MCPOptions struct {
 	// Local says whether this node holds the caller's session of that name.
 	Local func(c Caller, name string) bool
 	// Unreachable renders a tool call that could not be forwarded, for the
-	// request id given, as the JSON-RPC response body to send.
-	Unreachable func(id json.RawMessage, tool, session string, err error) []byte
+	// request id given, as the JSON-RPC response body to send. delivered
+	// says the owner received the call before it stopped answering, so it
+	// may have acted on it: the reply must not say that nothing ran.
+	Unreachable func(id json.RawMessage, tool, session string, err error, delivered bool) []byte
 }
 
 // sessionTools are the tools that name a session and so run where it lives.
@@ -85,13 +87,13 @@ func (n *Node) MCP(next http.Handler, o MCPOptions) http.Handler {
 			return
 		}
 		base, msg, gone := n.route(r, body, o)
-		unreachable := func(err error) {
+		unreachable := func(err error, delivered bool) {
 			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(o.Unreachable(msg.ID, msg.Params.Name, msg.Params.Arguments.SessionName, err))
+			_, _ = w.Write(o.Unreachable(msg.ID, msg.Params.Name, msg.Params.Arguments.SessionName, err, delivered))
 		}
 		switch {
 		case gone != nil:
-			unreachable(gone)
+			unreachable(gone, false)
 		case base == "":
 			next.ServeHTTP(w, r)
 		default:

@@ -2,8 +2,12 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -127,4 +131,80 @@ func FuzzRoute(f *testing.F) {
 			t.Fatalf("an unauthenticated request was routed to %s", base)
 		}
 	})
+}
+
+// urlDir is dir with node "a" at url.
+type urlDir struct {
+	dir
+	url string
+}
+
+func (d urlDir) Instance(_ context.Context, id string) (store.Instance, error) {
+	if id == "a" {
+		return store.Instance{ID: "a", URL: d.url, HeartbeatAt: time.Now()}, nil
+	}
+	return store.Instance{}, store.ErrNotFound
+}
+
+// TestForwardSaysWhetherDelivered: a forwarded call whose owner never got
+// it did not run there; one the owner received before it stopped
+// answering (killed mid-command) may have, and the reply must not tell the
+// agent otherwise. An owner that answers is passed through.
+func TestForwardSaysWhetherDelivered(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "http://" + closed.Addr().String()
+	_ = closed.Close()
+	dies := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body) // the whole call arrived
+		c, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			_ = c.Close() // and the node died before answering
+		}
+	}))
+	t.Cleanup(dies.Close)
+	answers := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":7,"result":{"from":"owner"}}`)
+	}))
+	t.Cleanup(answers.Close)
+	signer, err := NewSigner([]byte(strings.Repeat("k", 32)), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ssh_exec","arguments":{"sessionName":"dev","sessionToken":"x","command":"rm -rf build"}}}`
+	for _, tc := range []struct {
+		name, url string
+		want      string // "owner", or the delivered flag Unreachable got
+	}{
+		{"owner not listening", refused, "false"},
+		{"owner died with the call", dies.URL, "true"},
+		{"owner answers", answers.URL, "owner"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, o := routeNode(time.Now())
+			n.Dir, n.Signer = urlDir{url: tc.url}, signer
+			n.Transport = &http.Transport{} // no connection shared between cases
+			o.Unreachable = func(id json.RawMessage, tool, session string, err error, delivered bool) []byte {
+				return []byte(`{"delivered":` + strconv.FormatBool(delivered) + `}`)
+			}
+			h := n.MCP(http.NotFoundHandler(), o)
+			r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+			r.Header.Set("Authorization", "Bearer one")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			got := w.Body.String()
+			switch tc.want {
+			case "owner":
+				if !strings.Contains(got, `"from":"owner"`) {
+					t.Fatalf("reply %q, want the owner's", got)
+				}
+			default:
+				if got != `{"delivered":`+tc.want+`}` {
+					t.Fatalf("reply %q, want delivered=%s", got, tc.want)
+				}
+			}
+		})
+	}
 }

@@ -9,10 +9,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/store"
@@ -133,12 +135,14 @@ var defaultTransport http.RoundTripper = &http.Transport{
 }
 
 // forward sends r, whose body was read into body, to the node at base and
-// streams its answer back to w unchanged. failed is called instead when the
-// owner cannot be reached before anything was written.
-func (n *Node) forward(kind string, w http.ResponseWriter, r *http.Request, body []byte, base string, failed func(error)) {
+// streams its answer back to w unchanged. failed is called instead when no
+// answer came before anything was written; delivered says whether the
+// request had reached the owner (written whole to its connection), which
+// may then have acted on it before it stopped answering.
+func (n *Node) forward(kind string, w http.ResponseWriter, r *http.Request, body []byte, base string, failed func(err error, delivered bool)) {
 	target, err := url.Parse(base)
 	if err != nil {
-		failed(fmt.Errorf("the owner node's URL %q: %w", base, err))
+		failed(fmt.Errorf("the owner node's URL %q: %w", base, err), false)
 		return
 	}
 	start := time.Now()
@@ -148,8 +152,15 @@ func (n *Node) forward(kind string, w http.ResponseWriter, r *http.Request, body
 			o.Forwarded(kind, outcome, time.Since(start))
 		}
 	}()
+	var delivered atomic.Bool
+	trace := &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+		if i.Err == nil {
+			delivered.Store(true)
+		}
+	}}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out = pr.Out.WithContext(httptrace.WithClientTrace(pr.Out.Context(), trace))
 			pr.SetURL(target)
 			pr.Out.Host = pr.In.Host // the owner checks Origin against the name the browser used
 			if body != nil {
@@ -163,8 +174,8 @@ func (n *Node) forward(kind string, w http.ResponseWriter, r *http.Request, body
 		ErrorLog:      slog.NewLogLogger(n.log().Handler(), slog.LevelWarn),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			outcome = "unreachable"
-			n.log().Warn("forward to the owner node failed", "kind", kind, "node", base, "err", err)
-			failed(err)
+			n.log().Warn("forward to the owner node failed", "kind", kind, "node", base, "err", err, "delivered", delivered.Load())
+			failed(err, delivered.Load())
 		},
 	}
 	rp.ServeHTTP(w, r)
@@ -280,7 +291,7 @@ func (n *Node) Monitor(next http.Handler, local func(key string) bool) http.Hand
 			next.ServeHTTP(w, r)
 			return
 		}
-		n.forward("monitor", w, r, nil, base, func(err error) {
+		n.forward("monitor", w, r, nil, base, func(error, bool) {
 			http.Error(w, "The node that holds this session does not answer; if it is gone, the session ends shortly (node_lost).", http.StatusBadGateway)
 		})
 	})

@@ -218,10 +218,16 @@ func storeUnavailable(err error) *failure {
 }
 
 // UnreachableReply is the JSON-RPC response (for request id) to a tool
-// call that another node had to serve, whose session's node could not be
-// reached. A cluster router sends it in place of the owner's reply.
-func UnreachableReply(id json.RawMessage, tool, sessionName string, err error) []byte {
+// call that another node had to serve, whose session's node did not
+// answer. A cluster router sends it in place of the owner's reply.
+// delivered says the call reached that node before it stopped answering:
+// then it may have run, and the reply says so (mayHaveRun) rather than
+// invite the agent to repeat something that must not run twice.
+func UnreachableReply(id json.RawMessage, tool, sessionName string, err error, delivered bool) []byte {
 	f := fail(codeNodeUnavailable, fmt.Sprintf("The tandem node that holds session '%s' does not answer (%v), so %s did not run there. If that node is gone, the session ends within seconds with reason node_lost: then call ssh_connect again, for example %s.", sessionName, err, tool, reconnectExample), nil)
+	if delivered {
+		f = fail(codeNodeUnavailable, fmt.Sprintf("The tandem node that holds session '%s' stopped answering while it handled this %s call (%v): it may have run there before the node failed, and its result went with it. Do not take it as not run: check before you repeat anything that must not happen twice. If that node is gone, the session ends within seconds with reason node_lost: then call ssh_connect again, for example %s.", sessionName, tool, err, reconnectExample), reply{"mayHaveRun": true})
+	}
 	res := result(f.reply())
 	b, merr := json.Marshal(struct {
 		JSONRPC string              `json:"jsonrpc"`

@@ -131,6 +131,7 @@ var replyFields = schema{
 	"waitingForInput":   typed("boolean", "command_timeout: true when the command is blocked reading the terminal (local sessions)."),
 	"lastLine":          typed("string", "command_timeout: the last line the command printed, e.g. the prompt it waits at."),
 	"auditError":        typed("string", "The call happened but could not be written to the audit log."),
+	"mayHaveRun":        typed("boolean", "node_unavailable: the call reached the session's node before that node stopped answering, so it may have run there."),
 	"approvalId":        typed("string", "The human approval this call needed: approved (the call ran), or approval_pending, approval_denied, approval_timeout."),
 	"expiresAt":         typed("string", "approval_pending: when the approval expires unanswered (RFC 3339)."),
 	"decidedBy":         typed("string", "approval_denied: who denied it: dashboard, client, upstream."),
