@@ -118,9 +118,9 @@ func (w *Writer) settle() {
 }
 
 // flush runs until Close: it encodes pending events and hands them to the
-// disk, one write per batch, without holding the lock while it does. After
-// a write fails it discards everything, since the file may end in half a
-// line.
+// disk, a write per batch or per writeSlice of it, without holding the
+// lock while it does. After a write fails it discards everything, since
+// the file may end in half a line.
 func (w *Writer) flush() {
 	var buf []byte // encoded events, reused while small
 	w.mu.Lock()
