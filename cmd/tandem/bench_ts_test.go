@@ -91,13 +91,20 @@ func startTSClient(b testing.TB, args ...string) *tsClient {
 // bearer token of `--http URL`.
 func startTSClientEnv(b testing.TB, env []string, args ...string) *tsClient {
 	b.Helper()
+	return startTSClientCmd(b, env, binary, args...)
+}
+
+// startTSClientCmd is startTSClientEnv with another program than tandem
+// for the client to spawn over stdio.
+func startTSClientCmd(b testing.TB, env []string, program string, args ...string) *tsClient {
+	b.Helper()
 	node := tsNodeModules(b)
 	script, err := filepath.Abs(filepath.Join(benchDir, "client.mjs"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	home := b.TempDir()
-	argv := append([]string{script, binary}, args...)
+	argv := append([]string{script, program}, args...)
 	if len(args) > 0 && args[0] == "--http" { // a running tandem, not one of its own
 		argv = append([]string{script}, args...)
 	}
@@ -586,6 +593,7 @@ func BenchmarkTSClient(b *testing.B) {
 		local := &tsRow{name: "local echo hello", metric: "local-echo", target: 0.6}
 		overHTTP := &tsRow{name: "local echo hello HTTP", metric: "local-echo-http", target: 1.2}
 		httpFloor := &tsRow{name: "HTTP round trip alone", metric: "http-floor"}
+		noopHTTP := &tsRow{name: "no-op server HTTP", metric: "noop-http"}
 		for j := 0; j < 300+warm; j++ {
 			st, ht := turns(j, func() time.Duration { return tsLocal(ts) }, func() time.Duration { return tsLocal(tsHTTP) })
 			// The HTTP floor: the client's own POST to a handler that
@@ -610,6 +618,30 @@ func BenchmarkTSClient(b *testing.B) {
 			}
 		}
 		local.goBase = goSpawn
+		// The same clients against a go-sdk server whose one tool does
+		// nothing, over stdio and over HTTP: what the SDK's transports cost
+		// on their own, so that tandem's share of HTTP's extra time can be
+		// told. They start only now, so that nothing of theirs runs beside
+		// tandem's measurements.
+		noopURL := startNoopHTTP(b)
+		noopTS := startTSClientCmd(b, nil, os.Args[0], noopServerArg)
+		noopTSHTTP := startTSClientEnv(b, nil, "--http", noopURL)
+		for _, c := range []*tsClient{noopTS, noopTSHTTP} {
+			c.mustDo(b, map[string]any{"op": "adopt", "name": "local", "token": "noop"})
+		}
+		noopGo, noopGoHTTP := noopGoSDK(b, ""), noopGoSDK(b, noopURL)
+		for j := 0; j < 300+warm; j++ {
+			ns, nh := turns(j, func() time.Duration { return tsLocal(noopTS) }, func() time.Duration { return tsLocal(noopTSHTTP) })
+			if j >= warm {
+				noopHTTP.ts, noopHTTP.base = append(noopHTTP.ts, nh), append(noopHTTP.base, ns)
+			}
+		}
+		for j := 0; j < 300+warm; j++ {
+			ns, nh := turns(j, func() time.Duration { return goLocalCall(noopGo) }, func() time.Duration { return goLocalCall(noopGoHTTP) })
+			if j >= warm {
+				noopHTTP.gosdk, noopHTTP.goBase = append(noopHTTP.gosdk, nh), append(noopHTTP.goBase, ns)
+			}
+		}
 		overHTTP.base, overHTTP.goBase = local.ts, local.gosdk
 		httpFloor.base, httpFloor.goBase = local.ts, local.gosdk
 		// Each call is a POST or two: on kept-alive connections the clients
@@ -618,7 +650,7 @@ func BenchmarkTSClient(b *testing.B) {
 		if conns > 16 {
 			b.Fatalf("%d TCP connections to the HTTP server for %d calls: keep-alive is not holding", conns, 2*(300+warm))
 		}
-		rows = append(rows, local, overHTTP, httpFloor)
+		rows = append(rows, local, overHTTP, httpFloor, noopHTTP)
 		rows = append(rows, &tsRow{name: "seq encode alone", metric: "encode-alone", ts: nodeCodec, gosdk: goCodecs, base: reply.base, goBase: reply.goBase})
 
 		// testing keeps 10 lines of a benchmark's log, fewer than the
@@ -650,6 +682,26 @@ func BenchmarkTSClient(b *testing.B) {
 				tsRatio, goRatio, verdict)
 			b.ReportMetric(tsRatio, "ts-"+r.metric+"-ratio")
 			b.ReportMetric(goRatio, "gosdk-"+r.metric+"-ratio")
+		}
+		// HTTP's extra time, tandem's and the no-op server's: the
+		// difference is what tandem adds to the SDK's HTTP path, and
+		// tandem's stdio call plus the no-op server's extra time is the
+		// least any server on the SDK's handler could reach.
+		for _, c := range []struct {
+			name                         string
+			stdio, http, noopStdio, noop latencies
+		}{
+			{"ts", local.ts, overHTTP.ts, noopHTTP.base, noopHTTP.ts},
+			{"gosdk", local.gosdk, overHTTP.gosdk, noopHTTP.goBase, noopHTTP.gosdk},
+		} {
+			extra := c.http.pct(.5) - c.stdio.pct(.5)
+			sdkExtra := c.noop.pct(.5) - c.noopStdio.pct(.5)
+			least := float64(c.stdio.pct(.5)+sdkExtra) / float64(c.stdio.pct(.5))
+			fmt.Fprintf(&report, "HTTP over stdio, %-5s p50: tandem +%.2fms, the no-op go-sdk server +%.2fms, tandem's own +%.2fms; "+
+				"tandem's stdio call plus the SDK's own extra = %.2fx (the least a server on the SDK's handler reaches; target 1.2x)\n",
+				c.name, ms(extra), ms(sdkExtra), ms(extra-sdkExtra), least)
+			b.ReportMetric(float64((extra - sdkExtra).Microseconds()), c.name+"-http-own-us")
+			b.ReportMetric(least, c.name+"-http-least-ratio")
 		}
 		fmt.Print(report.String())
 	}

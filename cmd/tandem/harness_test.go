@@ -24,6 +24,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == sandbox.ArgName {
 		os.Exit(sandbox.Main(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == noopServerArg {
+		os.Exit(noopServerMain(os.Args[2:]))
+	}
 	dir, err := os.MkdirTemp("", "tandem-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
