@@ -24,6 +24,10 @@
 //     -> {"ok":true,"ms":0.4,"bytes":588895}
 //   {"op":"call","tool":"ssh_exec","args":{...}}   any tool, as is
 //     -> {"ok":true,"ms":1.2,"reply":{...the tool's reply object...}}
+//   {"op":"cancel","tool":"ssh_exec","args":{...},"when":"/path"}
+//     calls the tool, and cancels the call (AbortSignal, which sends
+//     notifications/cancelled) once the file at "when" exists
+//     -> {"ok":true,"error":"...the rejection the cancel gave the call..."}
 //
 // Any failure is {"ok":false,"error":"..."}. Times are taken here with
 // performance.now(), so the pipe to the Go benchmark is not in them.
@@ -31,6 +35,7 @@
 
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 
@@ -187,6 +192,28 @@ async function fetchFloor(url) {
   return { ms, bytes: Buffer.byteLength(body) };
 }
 
+/** cancelCall calls a tool and cancels the call, as an agent whose user
+ * interrupts it does, once the file req.when exists (the command has
+ * started). It resolves with the call's rejection. */
+async function cancelCall(req) {
+  const ac = new AbortController();
+  const call = client.callTool({ name: req.tool, arguments: req.args ?? {} }, undefined, { signal: ac.signal });
+  const outcome = call.then(
+    (res) => ({ settled: 'resolved', res }),
+    (err) => ({ settled: 'rejected', err }),
+  );
+  const deadline = performance.now() + 15000;
+  while (!existsSync(req.when)) {
+    if (performance.now() > deadline) throw new Error(`cancel: ${req.when} never appeared`);
+    const early = await Promise.race([outcome, new Promise((r) => setTimeout(() => r(undefined), 10))]);
+    if (early) throw new Error(`cancel: the call ended before ${req.when} appeared: ${JSON.stringify(early.res ?? String(early.err))}`);
+  }
+  ac.abort(new Error('cancelled by the test'));
+  const o = await outcome;
+  if (o.settled === 'resolved') throw new Error(`cancel: the call resolved: ${JSON.stringify(o.res).slice(0, 500)}`);
+  return { error: String(o.err?.message ?? o.err) };
+}
+
 /** handle serves one request line. */
 async function handle(req) {
   switch (req.op) {
@@ -215,6 +242,8 @@ async function handle(req) {
       const ms = performance.now() - t0;
       return { ms, reply: payload(res), isError: res.isError === true };
     }
+    case 'cancel':
+      return cancelCall(req);
     default:
       throw new Error(`unknown op ${JSON.stringify(req.op)}`);
   }

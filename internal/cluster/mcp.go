@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/tandem-sh/tandem/internal/store"
@@ -57,7 +58,64 @@ type rpc struct {
 		Arguments struct {
 			SessionName string `json:"sessionName"`
 		} `json:"arguments"`
+		RequestID json.RawMessage `json:"requestId"` // notifications/cancelled
 	} `json:"params"`
+}
+
+// forwardKey names a tool call this node has forwarded and not yet seen
+// answered: its caller and its JSON-RPC id, as the client wrote it.
+type forwardKey struct {
+	caller Caller
+	id     string
+}
+
+// forwarding records that the call k is in flight at the node at base,
+// until the returned func is called.
+func (n *Node) forwarding(k forwardKey, base string) (done func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.inFlight == nil {
+		n.inFlight = map[forwardKey][]string{}
+	}
+	n.inFlight[k] = append(n.inFlight[k], base)
+	return func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		bases := n.inFlight[k]
+		if i := slices.Index(bases, base); i >= 0 {
+			bases = slices.Delete(bases, i, i+1)
+		}
+		if len(bases) == 0 {
+			delete(n.inFlight, k)
+			return
+		}
+		n.inFlight[k] = bases
+	}
+}
+
+// forwardedTo returns the node a call in flight was forwarded to, or "".
+func (n *Node) forwardedTo(k forwardKey) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if bases := n.inFlight[k]; len(bases) > 0 {
+		return bases[0]
+	}
+	return ""
+}
+
+// cancelTarget returns the node a client's notifications/cancelled must go
+// to: the one this node forwarded the named call to, which runs it. The
+// notification is a request of its own, which would otherwise be served
+// here, where the call is not.
+func (n *Node) cancelTarget(r *http.Request, msg rpc, o MCPOptions) string {
+	if msg.Method != "notifications/cancelled" || len(msg.Params.RequestID) == 0 {
+		return ""
+	}
+	c, ok := o.Identify(r.Context(), r)
+	if !ok {
+		return ""
+	}
+	return n.forwardedTo(forwardKey{c, string(bytes.TrimSpace(msg.Params.RequestID))})
 }
 
 // MCP wraps the /mcp endpoint: a tool call or resource read for a session
@@ -86,7 +144,7 @@ func (n *Node) MCP(next http.Handler, o MCPOptions) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		base, msg, gone := n.route(r, body, o)
+		base, msg, caller, gone := n.route(r, body, o)
 		unreachable := func(err error, delivered bool) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(o.Unreachable(msg.ID, msg.Params.Name, msg.Params.Arguments.SessionName, err, delivered))
@@ -95,8 +153,18 @@ func (n *Node) MCP(next http.Handler, o MCPOptions) http.Handler {
 		case gone != nil:
 			unreachable(gone, false)
 		case base == "":
+			if to := n.cancelTarget(r, msg, o); to != "" {
+				n.forward("mcp", w, r, body, to, func(err error, _ bool) {
+					// The call's node is gone, and the call with it.
+					w.WriteHeader(http.StatusAccepted)
+				})
+				return
+			}
 			next.ServeHTTP(w, r)
 		default:
+			if msg.Method == "tools/call" {
+				defer n.forwarding(forwardKey{caller, string(bytes.TrimSpace(msg.ID))}, base)()
+			}
 			n.forward("mcp", w, r, body, base, unreachable)
 		}
 	})
@@ -106,45 +174,47 @@ func (n *Node) MCP(next http.Handler, o MCPOptions) http.Handler {
 // serve it here: anything but a tool call or resource read naming another
 // live node's session of this caller. gone is set when that node has
 // stopped heartbeating and its sessions are about to end.
-func (n *Node) route(r *http.Request, body []byte, o MCPOptions) (base string, msg rpc, gone error) {
+func (n *Node) route(r *http.Request, body []byte, o MCPOptions) (base string, msg rpc, c Caller, gone error) {
 	if len(body) == 0 || body[0] != '{' || json.Unmarshal(body, &msg) != nil || len(msg.ID) == 0 {
-		return "", msg, nil
+		return "", msg, c, nil
 	}
 	var row store.SessionRow
 	switch {
 	case msg.Method == "tools/call" && sessionTools[msg.Params.Name] && msg.Params.Arguments.SessionName != "":
-		c, ok := o.Identify(r.Context(), r)
+		var ok bool
+		c, ok = o.Identify(r.Context(), r)
 		name := msg.Params.Arguments.SessionName
 		if !ok || o.Local(c, name) {
-			return "", msg, nil
+			return "", msg, c, nil
 		}
 		var err error
 		if row, err = n.Dir.ActiveSession(r.Context(), c.Tenant, c.Owner, name); err != nil {
-			return "", msg, nil
+			return "", msg, c, nil
 		}
 	case msg.Method == "resources/read" && strings.HasPrefix(msg.Params.URI, outputURIPrefix):
-		c, ok := o.Identify(r.Context(), r)
+		var ok bool
+		c, ok = o.Identify(r.Context(), r)
 		if !ok {
-			return "", msg, nil
+			return "", msg, c, nil
 		}
 		cmd, _, _ := strings.Cut(strings.TrimPrefix(msg.Params.URI, outputURIPrefix), "/")
 		sid, err := n.Dir.CommandSession(r.Context(), cmd)
 		if err != nil {
-			return "", msg, nil
+			return "", msg, c, nil
 		}
 		if row, err = n.Dir.Session(r.Context(), sid); err != nil || row.Tenant != c.Tenant || row.Owner != c.Owner {
-			return "", msg, nil // not the caller's: answered here, as unknown
+			return "", msg, c, nil // not the caller's: answered here, as unknown
 		}
 	default:
-		return "", msg, nil
+		return "", msg, c, nil
 	}
 	base, err := n.owner(r.Context(), row.InstanceID)
 	switch {
 	case errors.Is(err, ErrOwnerGone):
-		return "", msg, err
+		return "", msg, c, err
 	case err != nil:
 		n.log().Warn("find the node holding a session", "session", row.Name, "err", err)
-		return "", msg, nil
+		return "", msg, c, nil
 	}
-	return base, msg, nil
+	return base, msg, c, nil
 }

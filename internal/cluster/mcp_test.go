@@ -102,7 +102,7 @@ func TestRoute(t *testing.T) {
 			if tc.auth != "" {
 				r.Header.Set("Authorization", "Bearer "+tc.auth)
 			}
-			base, _, gone := n.route(r, []byte(tc.body), o)
+			base, _, _, gone := n.route(r, []byte(tc.body), o)
 			got := base
 			if gone != nil {
 				got = "gone"
@@ -126,7 +126,7 @@ func FuzzRoute(f *testing.F) {
 		if authed {
 			r.Header.Set("Authorization", "Bearer one")
 		}
-		base, _, _ := n.route(r, body, o)
+		base, _, _, _ := n.route(r, body, o)
 		if !authed && base != "" {
 			t.Fatalf("an unauthenticated request was routed to %s", base)
 		}
@@ -206,5 +206,33 @@ func TestForwardSaysWhetherDelivered(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestForwardingRecord: the node remembers where each forwarded call runs
+// until it is answered, so a cancellation can follow it; two calls of one
+// key both count, and the record ends with the last.
+func TestForwardingRecord(t *testing.T) {
+	n := &Node{}
+	k := forwardKey{Caller{Tenant: "t", Actor: "a", Owner: "sid:1"}, "7"}
+	other := forwardKey{Caller{Tenant: "u", Actor: "a", Owner: "sid:1"}, "7"}
+	if got := n.forwardedTo(k); got != "" {
+		t.Fatalf("before any forward: %q", got)
+	}
+	done1 := n.forwarding(k, "http://a")
+	done2 := n.forwarding(k, "http://b")
+	if got := n.forwardedTo(k); got != "http://a" {
+		t.Fatalf("forwardedTo = %q, want http://a", got)
+	}
+	if got := n.forwardedTo(other); got != "" {
+		t.Fatalf("another tenant's key finds %q", got)
+	}
+	done1()
+	if got := n.forwardedTo(k); got != "http://b" {
+		t.Fatalf("after the first answered: %q, want http://b", got)
+	}
+	done2()
+	if got := n.forwardedTo(k); got != "" || len(n.inFlight) != 0 {
+		t.Fatalf("after both answered: %q, %d keys left", got, len(n.inFlight))
 	}
 }

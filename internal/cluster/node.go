@@ -57,6 +57,7 @@ type Node struct {
 
 	mu        sync.Mutex
 	instances map[string]cachedInstance // what Dir said of a node, for a second
+	inFlight  map[forwardKey][]string   // the nodes this one's forwarded calls run on
 }
 
 // cachedInstance is a node as the directory described it at fetched.

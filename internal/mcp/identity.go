@@ -82,10 +82,19 @@ func onlyAllowedTools(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 func claimOf(extra *mcp.RequestExtra) *claim.Claims {
-	if extra == nil || extra.TokenInfo == nil {
+	if extra == nil {
 		return nil
 	}
-	c, _ := extra.TokenInfo.Extra[claimsKey].(*claim.Claims)
+	return claimOfToken(extra.TokenInfo)
+}
+
+// claimOfToken is the verified claim that the bearer check put on a token's
+// info, or nil.
+func claimOfToken(ti *auth.TokenInfo) *claim.Claims {
+	if ti == nil {
+		return nil
+	}
+	c, _ := ti.Extra[claimsKey].(*claim.Claims)
 	return c
 }
 
@@ -132,5 +141,5 @@ func (s *Server) HTTPHandler(o HTTPOptions) (mcpHandler, metadata http.Handler) 
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           "tandem",
 	})
-	return mw(h), meta
+	return mw(newInflight().wrap(h)), meta
 }

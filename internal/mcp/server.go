@@ -247,6 +247,13 @@ func noteSession(ctx context.Context, sess *session.Session) {
 func handler[A any](s *Server, name string, run func(ctx context.Context, c session.Caller, a A) (reply, error)) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
 		start := time.Now()
+		if done := callDone(req.Extra); done != nil {
+			// Over HTTP the call ends when its client cancels it or goes.
+			var stop context.CancelFunc
+			ctx, stop = context.WithCancel(ctx)
+			defer stop()
+			defer context.AfterFunc(done, stop)()
+		}
 		c, claims, idErr := s.identify(req.Session, req.Extra)
 		info := &call{req: req, claims: claims}
 		ctx = context.WithValue(ctx, callKey{}, info)
@@ -283,7 +290,12 @@ func handler[A any](s *Server, name string, run func(ctx context.Context, c sess
 		if t, ok := any(a).(timeouter); ok && t.callTimeout() > 0 {
 			info.budget = t.callTimeout()
 		}
-		if auditErr := s.auditReady(ctx, info.budget); auditErr != nil {
+		if auditErr := s.auditReady(ctx, info.budget); auditErr != nil && ctx.Err() != nil {
+			// The client cancelled while the call waited for the audit log:
+			// the log is not the trouble, and nothing ran.
+			r = fail(codeCancelled, "The call was cancelled by the client before anything ran.", nil).reply()
+			return
+		} else if auditErr != nil {
 			s.log.Error("audit log unavailable; refusing the call", "tool", name, "err", auditErr)
 			info.skipAudit = true
 			if errors.Is(auditErr, store.ErrSharedUnavailable) {
