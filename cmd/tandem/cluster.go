@@ -411,3 +411,13 @@ func elsewhere(nodeURL string, rec *durable, log *slog.Logger) func(context.Cont
 		return out
 	}
 }
+
+// commandRecorded is, on a node of a cluster, the wait for a command's row
+// in the shared store that a reply naming its output makes: the other nodes
+// route a read of the output by that row.
+func commandRecorded(nodeURL string, rec *durable) func(context.Context, string) error {
+	if nodeURL == "" {
+		return nil
+	}
+	return rec.journal.Recorded
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -323,13 +324,7 @@ func TestSharedOperatorToken(t *testing.T) {
 // that it did not run. A call after that, which cannot reach the dead node
 // at all, did not run there, and says so.
 func TestForwardedCallOwnerDies(t *testing.T) {
-	ws := t.TempDir()
-	pg := testenv.Postgres(t)
-	nodes, _ := startNodes(t, 2, pg, "targets: [{name: local, kind: local, workspace: "+ws+"}]\n")
-	a, b := nodes[0], nodes[1]
-	tok := a.token(t, "--tenant", "default", "--actor", "alice")
-	viaA, viaB := a.client(t, tok), b.client(t, tok)
-	tokS := str(mustOK(t, viaA.Call(t, "ssh_connect", map[string]any{"name": "dev"}))["sessionToken"])
+	ws, a, _, viaB, tokS := devOnA(t)
 	marker := filepath.Join(ws, "started")
 	replied := make(chan map[string]any, 1)
 	go func() {
@@ -382,4 +377,42 @@ func TestForwardedCallOwnerDies(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestClusterOutputReadAtOnce: the output resource a reply names can be read
+// through any node as soon as the reply arrives. Other nodes find the
+// command's node by its row in the shared store, which the journal writes
+// after the command; a reply naming an output waits for that row, so a
+// read sent at once through another node is never answered "not found".
+func TestClusterOutputReadAtOnce(t *testing.T) {
+	_, _, viaA, viaB, tokS := devOnA(t)
+	for i := range 10 {
+		via := viaA // the reply from the session's own node, the read through the other
+		if i%2 == 1 {
+			via = viaB
+		}
+		n := 20000 + i
+		res := result(t, via.Call(t, "ssh_exec", map[string]any{"sessionName": "dev", "sessionToken": tokS,
+			"command": fmt.Sprintf("seq 1 %d", n)}))
+		uri := str(res["stdoutResource"].(map[string]any)["uri"])
+		rr, err := viaB.CS.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: uri + "?page=0"})
+		if err != nil || len(rr.Contents) != 1 || !strings.HasSuffix(rr.Contents[0].Text, fmt.Sprintf("\n%d\n", n)) {
+			t.Fatalf("round %d: %s read through B at once: %v", i, uri, err)
+		}
+	}
+}
+
+// devOnA starts two nodes on one PostgreSQL, with a local target in ws,
+// and opens alice's session "dev" on the first, A. It returns A, alice's
+// clients of A and of the second node, B (one bearer token, so one agent
+// run), and the session's token.
+func devOnA(t *testing.T) (ws string, a *httpServer, viaA, viaB *mcptest.Client, sessionToken string) {
+	t.Helper()
+	ws = t.TempDir()
+	nodes, _ := startNodes(t, 2, testenv.Postgres(t), "targets: [{name: local, kind: local, workspace: "+ws+"}]\n")
+	a = nodes[0]
+	tok := a.token(t, "--tenant", "default", "--actor", "alice")
+	viaA = a.client(t, tok)
+	sessionToken = str(mustOK(t, viaA.Call(t, "ssh_connect", map[string]any{"name": "dev"}))["sessionToken"])
+	return ws, a, viaA, nodes[1].client(t, tok), sessionToken
 }

@@ -209,6 +209,7 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		Logger:            log,
 		Version:           version,
 		Elsewhere:         elsewhere(nodeURL, rec, log),
+		CommandRecorded:   commandRecorded(nodeURL, rec),
 	})
 	opTok, err := dashboardToken(cfg, dataDir)
 	if err != nil {

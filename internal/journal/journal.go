@@ -39,12 +39,23 @@ type Journal struct {
 
 	mu      sync.Mutex
 	dropped int64
+	pending map[string]*pendingCommand // queued commands, by id, until their row is written
 }
 
 type command struct {
 	s   *session.Session
 	rec shell.Record
 	at  time.Time // when it was queued
+	p   *pendingCommand
+}
+
+// pendingCommand is a queued command someone may wait for: written is
+// closed once its row is in the store (or failed to get there); hurry,
+// once someone waits, so the writer skips its yield.
+type pendingCommand struct {
+	written   chan struct{}
+	hurry     chan struct{}
+	hurryOnce sync.Once
 }
 
 // yieldFor is how long the journal leaves a finished command alone: the
@@ -58,7 +69,8 @@ func New(st store.Store, l *audit.Log, instanceID string, log *slog.Logger) *Jou
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	j := &Journal{st: st, audit: l, instance: instanceID, log: log, queue: make(chan command, queueLen)}
+	j := &Journal{st: st, audit: l, instance: instanceID, log: log, queue: make(chan command, queueLen),
+		pending: map[string]*pendingCommand{}}
 	j.wg.Add(1)
 	go j.write()
 	return j
@@ -133,14 +145,49 @@ func (j *Journal) lifecycle(s *session.Session, event, reason string) audit.Reco
 
 // CommandDone implements session.Journal; it only queues.
 func (j *Journal) CommandDone(s *session.Session, rec shell.Record) {
+	p := &pendingCommand{written: make(chan struct{}), hurry: make(chan struct{})}
+	j.mu.Lock()
+	j.pending[rec.ID] = p
+	j.mu.Unlock()
 	select {
-	case j.queue <- command{s, rec, time.Now()}:
+	case j.queue <- command{s, rec, time.Now(), p}:
 	default:
 		j.mu.Lock()
 		j.dropped++
 		j.mu.Unlock()
+		j.settled(rec.ID, p)
 		j.log.Error("journal: command queue full; command not recorded", "session", s.Name, "command", rec.ID)
 	}
+}
+
+// Recorded waits until the row of a finished command is written, so that
+// another node can find the command by its id; a command not queued (never
+// run here, still running, or written already) returns at once. A node
+// that hands out an output's URI calls it first: any node may get the read.
+func (j *Journal) Recorded(ctx context.Context, id string) error {
+	j.mu.Lock()
+	p := j.pending[id]
+	j.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	p.hurryOnce.Do(func() { close(p.hurry) })
+	select {
+	case <-p.written:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("journal: command %s not recorded yet: %w", id, ctx.Err())
+	}
+}
+
+// settled ends a command's wait, written or not.
+func (j *Journal) settled(id string, p *pendingCommand) {
+	j.mu.Lock()
+	if j.pending[id] == p {
+		delete(j.pending, id)
+	}
+	j.mu.Unlock()
+	close(p.written)
 }
 
 // write persists queued commands: spooled output to files, then the row.
@@ -148,7 +195,12 @@ func (j *Journal) write() {
 	defer j.wg.Done()
 	for c := range j.queue {
 		if wait := time.Until(c.at.Add(yieldFor)); wait > 0 {
-			time.Sleep(wait)
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-c.p.hurry:
+				t.Stop()
+			}
 		}
 		rec := c.rec
 		outPath, err1 := persist(rec.Stdout)
@@ -172,6 +224,7 @@ func (j *Journal) write() {
 		if err := j.st.AddCommand(context.Background(), row); err != nil {
 			j.log.Error("journal: record command", "command", rec.ID, "err", err)
 		}
+		j.settled(rec.ID, c.p)
 	}
 }
 

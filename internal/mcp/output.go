@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -42,6 +43,22 @@ func (s *Server) result(c session.Caller, rec session.Record) reply {
 	p.add(r, rec.ID, "stderr", rec.Stderr)
 	p.fill()
 	return r
+}
+
+// recordWait bounds how long a reply waits for its command's row.
+const recordWait = 5 * time.Second
+
+// recorded waits, in a cluster, until the output resources a reply names
+// can be found from every node: the command's row is in the shared store.
+func (s *Server) recorded(ctx context.Context, id string, r reply) {
+	if s.deps.CommandRecorded == nil || (r["stdoutResource"] == nil && r["stderrResource"] == nil) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, recordWait)
+	defer cancel()
+	if err := s.deps.CommandRecorded(ctx, id); err != nil {
+		s.log.Warn("output resource not in the shared store yet: other nodes answer its reads as unknown until it is", "command", id, "err", err)
+	}
 }
 
 func (o *outputs) add(c session.Caller, id, stream, path string, size int64) string {

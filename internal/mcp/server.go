@@ -96,6 +96,11 @@ type Deps struct {
 	// Elsewhere, if set, lists the caller's live sessions that other
 	// nodes of a cluster hold, for ssh_list_sessions.
 	Elsewhere func(ctx context.Context, c session.Caller) []session.Info
+	// CommandRecorded, if set (a node of a cluster), waits until a finished
+	// command's row is in the shared store. A reply that names an output
+	// resource waits for it, so that the read can reach the session's node
+	// from any node: the others route it by that row.
+	CommandRecorded func(ctx context.Context, commandID string) error
 	// Approvals holds the actions that wait for a human. Without it a
 	// policy's ask is refused, as nobody could answer it.
 	Approvals *approval.Broker

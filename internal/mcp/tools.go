@@ -183,7 +183,9 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 		info.exit = &code
 	}
 	info.bytes = rec.Stdout.Size() + rec.Stderr.Size()
-	return ok(reply{"result": s.result(c, rec), "commandId": rec.ID}), nil
+	res := s.result(c, rec)
+	s.recorded(ctx, rec.ID, res)
+	return ok(reply{"result": res, "commandId": rec.ID}), nil
 }
 
 func (s *Server) list(ctx context.Context, c session.Caller) reply {
@@ -244,5 +246,7 @@ func (s *Server) cancel(ctx context.Context, c session.Caller, a sessionArgs) (r
 	if err != nil {
 		return nil, err
 	}
-	return ok(reply{"message": "The command was interrupted.", "result": s.result(c, rec), "commandId": rec.ID}), nil
+	res := s.result(c, rec)
+	s.recorded(ctx, rec.ID, res)
+	return ok(reply{"message": "The command was interrupted.", "result": res, "commandId": rec.ID}), nil
 }
