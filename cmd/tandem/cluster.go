@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -350,7 +351,7 @@ func internalRoutes(node *cluster.Node, sessions *session.Manager, broker *appro
 
 // mcpRouting is how the /mcp router identifies callers and what it knows
 // of this node's sessions.
-func mcpRouting(hm *httpMode, sessions *session.Manager) cluster.MCPOptions {
+func mcpRouting(hm *httpMode, sessions *session.Manager, rec *durable) cluster.MCPOptions {
 	return cluster.MCPOptions{
 		Identify: func(ctx context.Context, r *http.Request) (cluster.Caller, bool) {
 			tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -365,6 +366,19 @@ func mcpRouting(hm *httpMode, sessions *session.Manager) cluster.MCPOptions {
 		},
 		Local: func(c cluster.Caller, name string) bool {
 			return sessions.Has(session.Caller{Tenant: c.Tenant, Actor: c.Actor, ID: c.Owner}, name)
+		},
+		NodesOf: func(ctx context.Context, c cluster.Caller) []string {
+			rows, err := rec.st.ActiveSessions(ctx)
+			if err != nil {
+				return nil
+			}
+			var ids []string
+			for _, r := range rows {
+				if r.Tenant == c.Tenant && r.Owner == c.Owner && !slices.Contains(ids, r.InstanceID) {
+					ids = append(ids, r.InstanceID)
+				}
+			}
+			return ids
 		},
 		Unreachable: mcp.UnreachableReply,
 	}

@@ -306,3 +306,42 @@ func TestForwardedCallCancel(t *testing.T) {
 		})
 	}
 }
+
+// TestCancelThroughAnyNode: a balancer may bring a client's
+// notifications/cancelled to a node that neither runs the call nor
+// forwarded it (the call's own request still holds the connection it came
+// on). That node sends it on to the nodes that hold the caller's sessions,
+// and the call ends there.
+func TestCancelThroughAnyNode(t *testing.T) {
+	ws := t.TempDir()
+	nodes, _ := startNodes(t, 3, testenv.Postgres(t), "targets: [{name: local, kind: local, workspace: "+ws+"}]\n")
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	tok := a.token(t, "--tenant", "default", "--actor", "alice")
+	tokS := str(mustOK(t, a.client(t, tok).Call(t, "ssh_connect", map[string]any{"name": "dev"}))["sessionToken"])
+	started := filepath.Join(ws, "started")
+	args, _ := json.Marshal(map[string]any{"sessionName": "dev", "sessionToken": tokS, "command": "touch " + started + "; sleep 64"})
+	type outcome struct {
+		body string
+		err  error
+	}
+	res := make(chan outcome, 1)
+	go func() {
+		// Through B, which forwards it to A.
+		_, body, err := rawMCP(context.Background(), b.url, tok,
+			`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ssh_exec","arguments":`+string(args)+`}}`)
+		res <- outcome{body, err}
+	}()
+	waitFile(t, started)
+	st, body, err := rawMCP(context.Background(), c.url, tok, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`)
+	if err != nil || st != http.StatusAccepted {
+		t.Fatalf("notifications/cancelled through C: %d %s %v", st, body, err)
+	}
+	select {
+	case o := <-res:
+		if o.err != nil || !strings.Contains(o.body, `"error":"cancelled"`) {
+			t.Fatalf("the call's reply: %v\n%s", o.err, o.body)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("a cancel sent through a third node did not end the call")
+	}
+}

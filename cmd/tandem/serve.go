@@ -229,7 +229,7 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		if err != nil {
 			return err
 		}
-		webOpts.Routes["/mcp"] = node.MCP(webOpts.Routes["/mcp"], mcpRouting(hm, sessions))
+		webOpts.Routes["/mcp"] = node.MCP(webOpts.Routes["/mcp"], mcpRouting(hm, sessions, rec))
 		webOpts.Wrap = func(h http.Handler) http.Handler {
 			return node.Monitor(h, func(key string) bool { _, ok := sessions.ByMonitorKey(key); return ok })
 		}

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/tandem-sh/tandem/internal/store"
 )
@@ -31,6 +33,9 @@ type MCPOptions struct {
 	Identify func(ctx context.Context, r *http.Request) (Caller, bool)
 	// Local says whether this node holds the caller's session of that name.
 	Local func(c Caller, name string) bool
+	// NodesOf lists the instances that hold an active session of the
+	// caller's, this one included or not: where a call of theirs can run.
+	NodesOf func(ctx context.Context, c Caller) []string
 	// Unreachable renders a tool call that could not be forwarded, for the
 	// request id given, as the JSON-RPC response body to send. delivered
 	// says the owner received the call before it stopped answering, so it
@@ -160,6 +165,9 @@ func (n *Node) MCP(next http.Handler, o MCPOptions) http.Handler {
 				})
 				return
 			}
+			if msg.Method == "notifications/cancelled" {
+				n.spreadCancel(r, body, o)
+			}
 			next.ServeHTTP(w, r)
 		default:
 			if msg.Method == "tools/call" {
@@ -168,6 +176,53 @@ func (n *Node) MCP(next http.Handler, o MCPOptions) http.Handler {
 			n.forward("mcp", w, r, body, base, unreachable)
 		}
 	})
+}
+
+// spreadCancelWait bounds a cancellation's copy to another node.
+const spreadCancelWait = 5 * time.Second
+
+// spreadCancel sends a copy of a client's notifications/cancelled, signed,
+// to every other node that holds a session of the caller's, where the call
+// it names may run: a balancer can bring the notification to any node,
+// which neither runs the call nor forwarded it. Each node matches it
+// against its own calls of that verified caller, after checking the
+// caller's token itself; the copies go in the background, and a node that
+// does not answer has no call to end.
+func (n *Node) spreadCancel(r *http.Request, body []byte, o MCPOptions) {
+	if o.NodesOf == nil {
+		return
+	}
+	c, ok := o.Identify(r.Context(), r)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), spreadCancelWait)
+	var wg sync.WaitGroup
+	for _, id := range o.NodesOf(ctx, c) {
+		base, err := n.owner(ctx, id)
+		if err != nil || base == "" {
+			continue // this node, or one that is gone
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(base, "/")+r.URL.Path, bytes.NewReader(body))
+		if err != nil {
+			continue
+		}
+		req.Header = r.Header.Clone()
+		req.Host = r.Host // the owner checks the Host it was reached by, as for a forwarded call
+		n.Signer.Sign(req, body)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := (&http.Client{Transport: n.transport()}).Do(req)
+			if err != nil {
+				n.log().Debug("send a cancellation on to a node", "node", base, "err", err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+		}()
+	}
+	go func() { wg.Wait(); cancel() }()
 }
 
 // route returns the base URL of the node a request must go to, or "" to
