@@ -196,6 +196,11 @@ func (n *Node) spreadCancel(r *http.Request, body []byte, o MCPOptions) {
 	if !ok {
 		return
 	}
+	if !n.spread.take(c, time.Now()) {
+		n.log().Warn("not sending a cancellation on to other nodes: the caller sent too many this second",
+			"tenant", c.Tenant, "actor", c.Actor)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), spreadCancelWait)
 	var wg sync.WaitGroup
 	for _, id := range o.NodesOf(ctx, c) {
@@ -223,6 +228,35 @@ func (n *Node) spreadCancel(r *http.Request, body []byte, o MCPOptions) {
 		}()
 	}
 	go func() { wg.Wait(); cancel() }()
+}
+
+// spreadPerSecond bounds the cancellations of one caller that a node sends
+// on each second: each costs a scan of the session directory and a request
+// to every node holding the caller's sessions, and costs its sender nothing.
+// An agent cancels a call or two at a time.
+const spreadPerSecond = 10
+
+// spreadBudget counts each caller's cancellations sent on in the current
+// one-second window; the counts go with the window, so it holds no more
+// callers than one second brings.
+type spreadBudget struct {
+	mu     sync.Mutex
+	window time.Time
+	counts map[Caller]int
+}
+
+// take spends one of c's sends for the second now falls in, if any is left.
+func (b *spreadBudget) take(c Caller, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.counts == nil || now.Sub(b.window) >= time.Second || now.Before(b.window) {
+		b.window, b.counts = now, map[Caller]int{}
+	}
+	if b.counts[c] >= spreadPerSecond {
+		return false
+	}
+	b.counts[c]++
+	return true
 }
 
 // route returns the base URL of the node a request must go to, or "" to

@@ -236,3 +236,26 @@ func TestForwardingRecord(t *testing.T) {
 		t.Fatalf("after both answered: %q, %d keys left", got, len(n.inFlight))
 	}
 }
+
+// TestSpreadBudget: a caller's cancellations sent on to other nodes are
+// bounded per second; another caller keeps its own budget, and a new second
+// brings a new one.
+func TestSpreadBudget(t *testing.T) {
+	var b spreadBudget
+	alice, bob := Caller{Tenant: "t", Actor: "alice", Owner: "sid:1"}, Caller{Tenant: "t", Actor: "bob", Owner: "sid:2"}
+	now := time.Now()
+	for i := range spreadPerSecond {
+		if !b.take(alice, now.Add(time.Duration(i)*time.Millisecond)) {
+			t.Fatalf("send %d of the first second refused", i+1)
+		}
+	}
+	if b.take(alice, now.Add(500*time.Millisecond)) {
+		t.Fatal("a send past the second's budget was allowed")
+	}
+	if !b.take(bob, now.Add(500*time.Millisecond)) {
+		t.Fatal("another caller's send was refused")
+	}
+	if !b.take(alice, now.Add(1100*time.Millisecond)) {
+		t.Fatal("a send in the next second was refused")
+	}
+}

@@ -58,6 +58,7 @@ type Node struct {
 	mu        sync.Mutex
 	instances map[string]cachedInstance // what Dir said of a node, for a second
 	inFlight  map[forwardKey][]string   // the nodes this one's forwarded calls run on
+	spread    spreadBudget              // cancellations sent on to other nodes, per caller
 }
 
 // cachedInstance is a node as the directory described it at fetched.
