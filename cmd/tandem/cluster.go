@@ -368,13 +368,13 @@ func mcpRouting(hm *httpMode, sessions *session.Manager, rec *durable) cluster.M
 			return sessions.Has(session.Caller{Tenant: c.Tenant, Actor: c.Actor, ID: c.Owner}, name)
 		},
 		NodesOf: func(ctx context.Context, c cluster.Caller) []string {
-			rows, err := rec.st.ActiveSessions(ctx)
+			rows, err := rec.st.ActiveSessionsOf(ctx, c.Tenant, c.Owner)
 			if err != nil {
 				return nil
 			}
 			var ids []string
 			for _, r := range rows {
-				if r.Tenant == c.Tenant && r.Owner == c.Owner && !slices.Contains(ids, r.InstanceID) {
+				if !slices.Contains(ids, r.InstanceID) {
 					ids = append(ids, r.InstanceID)
 				}
 			}
@@ -409,14 +409,14 @@ func elsewhere(nodeURL string, rec *durable, log *slog.Logger) func(context.Cont
 		return nil
 	}
 	return func(ctx context.Context, c session.Caller) []session.Info {
-		rows, err := rec.st.ActiveSessions(ctx)
+		rows, err := rec.st.ActiveSessionsOf(ctx, c.Tenant, c.ID)
 		if err != nil {
 			log.Warn("list the other nodes' sessions", "err", err)
 			return nil
 		}
 		var out []session.Info
 		for _, r := range rows {
-			if r.InstanceID == rec.inst.ID || r.Tenant != c.Tenant || r.Owner != c.ID {
+			if r.InstanceID == rec.inst.ID {
 				continue
 			}
 			out = append(out, session.Info{Name: r.Name, Target: r.Target, Kind: r.Kind, Host: r.Host, Port: r.Port,

@@ -53,6 +53,10 @@ type Store interface {
 	// recently ended first, so a call naming one after a restart can be told
 	// it ended (the caller compares the token hash).
 	FindEnded(ctx context.Context, tenant, name string) ([]SessionRow, error)
+	// ActiveSessionsOf returns one caller's active sessions (tenant and
+	// owner), oldest first: what a node reads to list or reach them without
+	// reading every other caller's.
+	ActiveSessionsOf(ctx context.Context, tenant, owner string) ([]SessionRow, error)
 	// ActiveSessions returns every session the directory calls active,
 	// oldest first.
 	ActiveSessions(ctx context.Context) ([]SessionRow, error)

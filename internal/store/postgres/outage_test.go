@@ -174,12 +174,13 @@ func TestOutageAndRecovery(t *testing.T) {
 
 	p.down()
 	calls := map[string]func() error{
-		"Heartbeat":      func() error { return st.Heartbeat(ctx, "i", time.Now()) },
-		"ActiveSessions": func() error { _, err := st.ActiveSessions(ctx); return err },
-		"AppendAudit":    func() error { _, err := st.AppendAudit(ctx, link("during", 0)); return err },
-		"ScanAudit":      func() error { return st.ScanAudit(ctx, func(store.AuditRecord) error { return nil }) },
-		"Writable":       func() error { return st.Writable(ctx) },
-		"RevokedJTIs":    func() error { _, err := st.RevokedJTIs(ctx); return err },
+		"Heartbeat":        func() error { return st.Heartbeat(ctx, "i", time.Now()) },
+		"ActiveSessions":   func() error { _, err := st.ActiveSessions(ctx); return err },
+		"ActiveSessionsOf": func() error { _, err := st.ActiveSessionsOf(ctx, "t", "o"); return err },
+		"AppendAudit":      func() error { _, err := st.AppendAudit(ctx, link("during", 0)); return err },
+		"ScanAudit":        func() error { return st.ScanAudit(ctx, func(store.AuditRecord) error { return nil }) },
+		"Writable":         func() error { return st.Writable(ctx) },
+		"RevokedJTIs":      func() error { _, err := st.RevokedJTIs(ctx); return err },
 	}
 	for round := range 2 { // the first round meets broken connections, the second refused ones
 		for name, call := range calls {

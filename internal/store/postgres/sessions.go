@@ -103,6 +103,25 @@ func (db *DB) FindEnded(ctx context.Context, tenant, name string) ([]store.Sessi
 	return out, nil
 }
 
+// ActiveSessionsOf implements [store.Store]; the index of active names
+// serves it.
+func (db *DB) ActiveSessionsOf(ctx context.Context, tenant, owner string) ([]store.SessionRow, error) {
+	var out []store.SessionRow
+	err := db.run(ctx, "store active sessions of a caller", func(ctx context.Context) error {
+		rows, err := db.pool.Query(ctx, `SELECT `+sessionCols+` FROM sessions
+			WHERE tenant = $1 AND owner = $2 AND status = 'active' ORDER BY created_at, id`, tenant, owner)
+		if err != nil {
+			return err
+		}
+		out, err = scanSessions(rows)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ActiveSessions implements [store.Store].
 func (db *DB) ActiveSessions(ctx context.Context) ([]store.SessionRow, error) {
 	var out []store.SessionRow

@@ -88,6 +88,20 @@ func (s *DB) FindEnded(ctx context.Context, tenant, name string) ([]store.Sessio
 	return out, nil
 }
 
+// ActiveSessionsOf implements [store.Store].
+func (s *DB) ActiveSessionsOf(ctx context.Context, tenant, owner string) ([]store.SessionRow, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions
+		WHERE tenant = ? AND owner = ? AND status = 'active' ORDER BY created_at, id`, tenant, owner)
+	if err != nil {
+		return nil, fmt.Errorf("store active sessions of a caller: %w", err)
+	}
+	out, err := scanSessions(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store active sessions of a caller: %w", err)
+	}
+	return out, nil
+}
+
 // ActiveSessions implements [store.Store].
 func (s *DB) ActiveSessions(ctx context.Context) ([]store.SessionRow, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions

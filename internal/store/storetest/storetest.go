@@ -241,6 +241,18 @@ func (s *suite) sessions(t *testing.T) {
 	if ids(active) != "s1 s2 s3 s4" {
 		t.Fatalf("active = %s; want oldest first", ids(active))
 	}
+	for _, tc := range []struct{ tenant, owner, want string }{
+		{"default", "conn-dead", "s1 s2"},
+		{"default", "conn-other", "s4"},
+		{"other", "conn-dead", ""}, // another tenant's owner of that name
+		{"default", "conn-nobody", ""},
+	} {
+		of, err := st.ActiveSessionsOf(ctx, tc.tenant, tc.owner)
+		mustNil(t, err)
+		if ids(of) != tc.want {
+			t.Fatalf("ActiveSessionsOf(%s, %s) = %q; want %q", tc.tenant, tc.owner, ids(of), tc.want)
+		}
+	}
 	want := rows[0]
 	want.Status = store.StatusActive
 	got := active[0]
@@ -306,6 +318,9 @@ func (s *suite) sessions(t *testing.T) {
 	mustNil(t, err)
 	if ids(active) != "s3" {
 		t.Fatalf("active after reaping = %s; want s3 (the live instance's)", ids(active))
+	}
+	if of, err := st.ActiveSessionsOf(ctx, "default", "conn-dead"); err != nil || len(of) != 0 {
+		t.Fatalf("ActiveSessionsOf after reaping = %s, %v; want none", ids(of), err)
 	}
 	for _, tc := range []struct{ tenant, name, want string }{
 		{"default", "dev", "s1 s4"}, // s1 ended later than s4
