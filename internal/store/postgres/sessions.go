@@ -86,48 +86,29 @@ func (db *DB) EndSessionsOf(ctx context.Context, instanceID, reason string, at t
 
 // FindEnded implements [store.Store].
 func (db *DB) FindEnded(ctx context.Context, tenant, name string) ([]store.SessionRow, error) {
-	var out []store.SessionRow
-	err := db.run(ctx, "store find ended sessions", func(ctx context.Context) error {
-		rows, err := db.pool.Query(ctx, `SELECT `+sessionCols+` FROM sessions
-			WHERE tenant = $1 AND name = $2 AND status = 'ended' ORDER BY ended_at DESC, created_at DESC, id`,
-			tenant, name)
-		if err != nil {
-			return err
-		}
-		out, err = scanSessions(rows)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return db.querySessions(ctx, "store find ended sessions", `SELECT `+sessionCols+` FROM sessions
+		WHERE tenant = $1 AND name = $2 AND status = 'ended' ORDER BY ended_at DESC, created_at DESC, id`,
+		tenant, name)
 }
 
 // ActiveSessionsOf implements [store.Store]; the index of active names
 // serves it.
 func (db *DB) ActiveSessionsOf(ctx context.Context, tenant, owner string) ([]store.SessionRow, error) {
-	var out []store.SessionRow
-	err := db.run(ctx, "store active sessions of a caller", func(ctx context.Context) error {
-		rows, err := db.pool.Query(ctx, `SELECT `+sessionCols+` FROM sessions
-			WHERE tenant = $1 AND owner = $2 AND status = 'active' ORDER BY created_at, id`, tenant, owner)
-		if err != nil {
-			return err
-		}
-		out, err = scanSessions(rows)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return db.querySessions(ctx, "store active sessions of a caller", `SELECT `+sessionCols+` FROM sessions
+		WHERE tenant = $1 AND owner = $2 AND status = 'active' ORDER BY created_at, id`, tenant, owner)
 }
 
 // ActiveSessions implements [store.Store].
 func (db *DB) ActiveSessions(ctx context.Context) ([]store.SessionRow, error) {
+	return db.querySessions(ctx, "store active sessions", `SELECT `+sessionCols+` FROM sessions
+		WHERE status = 'active' ORDER BY created_at, id`)
+}
+
+// querySessions runs a read of sessionCols rows.
+func (db *DB) querySessions(ctx context.Context, op, query string, args ...any) ([]store.SessionRow, error) {
 	var out []store.SessionRow
-	err := db.run(ctx, "store active sessions", func(ctx context.Context) error {
-		rows, err := db.pool.Query(ctx, `SELECT `+sessionCols+` FROM sessions
-			WHERE status = 'active' ORDER BY created_at, id`)
+	err := db.run(ctx, op, func(ctx context.Context) error {
+		rows, err := db.pool.Query(ctx, query, args...)
 		if err != nil {
 			return err
 		}
@@ -216,15 +197,7 @@ func (db *DB) ActiveSession(ctx context.Context, tenant, owner, name string) (st
 
 // oneSession runs a query for at most one session; ErrNotFound if none.
 func (db *DB) oneSession(ctx context.Context, op, query string, args ...any) (store.SessionRow, error) {
-	var out []store.SessionRow
-	err := db.run(ctx, op, func(ctx context.Context) error {
-		rows, err := db.pool.Query(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		out, err = scanSessions(rows)
-		return err
-	})
+	out, err := db.querySessions(ctx, op, query, args...)
 	switch {
 	case err != nil:
 		return store.SessionRow{}, err

@@ -75,43 +75,32 @@ func (s *DB) EndSessionsOf(ctx context.Context, instanceID, reason string, at ti
 
 // FindEnded implements [store.Store].
 func (s *DB) FindEnded(ctx context.Context, tenant, name string) ([]store.SessionRow, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions
+	return s.querySessions(ctx, "store find ended sessions", `SELECT `+sessionCols+` FROM sessions
 		WHERE tenant = ? AND name = ? AND status = 'ended' ORDER BY ended_at DESC, created_at DESC, id`,
 		tenant, name)
-	if err != nil {
-		return nil, fmt.Errorf("store find ended sessions: %w", err)
-	}
-	out, err := scanSessions(rows)
-	if err != nil {
-		return nil, fmt.Errorf("store find ended sessions: %w", err)
-	}
-	return out, nil
 }
 
 // ActiveSessionsOf implements [store.Store].
 func (s *DB) ActiveSessionsOf(ctx context.Context, tenant, owner string) ([]store.SessionRow, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions
+	return s.querySessions(ctx, "store active sessions of a caller", `SELECT `+sessionCols+` FROM sessions
 		WHERE tenant = ? AND owner = ? AND status = 'active' ORDER BY created_at, id`, tenant, owner)
-	if err != nil {
-		return nil, fmt.Errorf("store active sessions of a caller: %w", err)
-	}
-	out, err := scanSessions(rows)
-	if err != nil {
-		return nil, fmt.Errorf("store active sessions of a caller: %w", err)
-	}
-	return out, nil
 }
 
 // ActiveSessions implements [store.Store].
 func (s *DB) ActiveSessions(ctx context.Context) ([]store.SessionRow, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions
+	return s.querySessions(ctx, "store active sessions", `SELECT `+sessionCols+` FROM sessions
 		WHERE status = 'active' ORDER BY created_at, id`)
+}
+
+// querySessions runs a read of sessionCols rows.
+func (s *DB) querySessions(ctx context.Context, op, query string, args ...any) ([]store.SessionRow, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("store active sessions: %w", err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	out, err := scanSessions(rows)
 	if err != nil {
-		return nil, fmt.Errorf("store active sessions: %w", err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	return out, nil
 }
