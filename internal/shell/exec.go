@@ -205,11 +205,7 @@ func (a *agentRun) partial() Record {
 func (s *Shell) claim(ctx context.Context, command string, o ExecOptions) (*agentRun, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// A command just ended and its prompt is on the way: wait for it, so
-	// back-to-back calls never see a spurious busy.
-	if (s.promptDue || (s.fresh && !s.atPrompt)) && s.agent == nil && s.human == nil {
-		_ = s.waitUntil(ctx, stageTimeout, func() bool { return s.atPrompt || s.agent != nil || s.human != nil })
-	}
+	s.settle(ctx)
 	if s.err != nil {
 		return nil, s.err
 	}
@@ -220,7 +216,7 @@ func (s *Shell) claim(ctx context.Context, command string, o ExecOptions) (*agen
 		return nil, &BusyError{Reason: "a command the human started is still running", Command: s.human.rec.Command, Since: s.human.rec.Started}
 	case s.cont:
 		return nil, &BusyError{Reason: "the human is in the middle of a multi-line command"}
-	case !s.ready || !s.atPrompt:
+	case !s.ready || !s.idlePrompt():
 		return nil, &BusyError{Reason: "the shell is not at an idle prompt"}
 	}
 	if o.Admit != nil {
@@ -282,7 +278,7 @@ func (s *Shell) stage(ctx context.Context, a *agentRun, limit time.Duration) err
 	a.rec.Started = time.Now()
 	// The line leaves the prompt; its C mark goes to the relay, not the
 	// terminal, so say so here. The next command waits for the next prompt.
-	s.atPrompt, s.fresh, s.promptDue, s.lateInput = false, false, true, false
+	s.promptUp, s.fresh, s.promptDue, s.lateInput = false, false, true, false
 	held := s.takeHeld()
 	s.mu.Unlock()
 	if _, err := s.conn.Write(append([]byte(keyAccept), held...)); err != nil {
@@ -315,12 +311,43 @@ func (s *Shell) abandon(a *agentRun) {
 // keys; s.mu is held.
 func (s *Shell) takeHeld() []byte {
 	var b []byte
-	for _, p := range s.held {
-		b = append(b, p...)
+	now := time.Now()
+	for _, h := range s.held {
+		b = append(b, h.p...)
+		s.addCredits(h.viewer, h.enters, now)
 	}
 	s.held = nil
-	s.creditEnters(b)
 	return b
+}
+
+// settle waits, bounded, while the shell is on its way to an idle prompt:
+// a command just ended and its prompt is coming, or a line typed ahead is
+// about to run. Back-to-back calls then never see a spurious busy, and an
+// agent line never races a typed-ahead one; s.mu is held.
+func (s *Shell) settle(ctx context.Context) {
+	deadline := time.Now().Add(stageTimeout)
+	for s.agent == nil && s.human == nil && s.err == nil && !s.idlePrompt() {
+		var until time.Time
+		switch {
+		case s.promptDue || (s.fresh && !s.promptUp):
+			until = deadline
+		case s.promptUp && !s.cont && len(s.credits) > 0:
+			until = s.creditsStaleAt()
+			if until.After(deadline) {
+				until = deadline
+			}
+		default:
+			return // a half-typed or continued line: busy
+		}
+		d := time.Until(until)
+		if d <= 0 || !time.Now().Before(deadline) {
+			return
+		}
+		err := s.waitUntil(ctx, d, func() bool { return s.idlePrompt() || s.agent != nil || s.human != nil || s.cont })
+		if err != nil && !errors.Is(err, errDeadline) {
+			return
+		}
+	}
 }
 
 var errDeadline = errors.New("deadline passed")

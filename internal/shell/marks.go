@@ -44,22 +44,31 @@ func (s *Shell) event(e *term.Event) {
 			s.lateInput = true
 		}
 	case term.CommandStart:
-		s.atPrompt = false
+		s.promptUp = false
 		if s.human != nil {
+			// The next line of a multi-line buffer (a bracketed paste): it
+			// runs as part of the open command, under its one end mark.
+			s.lastUse = time.Now()
 			return
 		}
-		// While the agent's line is captured, bash prints PS0 into the relay:
-		// a C here is either the human's type-ahead or forged. Without an
-		// Enter from a viewer there is no human command.
-		if s.credits == 0 {
+		c, ok := s.useCredit()
+		if !ok && s.agent != nil {
+			// While the agent's line is captured, bash prints PS0 into the
+			// relay: a C on the terminal without a viewer's Enter is a
+			// program of the agent's printing marks.
 			s.log.Warn("shell: ignored a command-start mark that no viewer input explains (a program printing marks?)")
 			return
 		}
-		s.credits--
+		if !ok {
+			s.log.Warn("shell: a command started that no viewer input explains; it is reported as unattributed")
+		}
 		if a := s.agent; a != nil && a.phase <= phaseStaging {
 			a.preempt = true // the human's type-ahead ran first
 		}
-		s.human = s.newHumanRun()
+		s.human = s.newHumanRun(c.viewer, !ok)
+		if s.opts.OnStart != nil {
+			s.opts.OnStart(s.human.rec)
+		}
 	case term.CommandLine:
 		if s.human != nil && e.Text != "" {
 			s.human.rec.Command = e.Text
@@ -69,7 +78,9 @@ func (s *Shell) event(e *term.Event) {
 			// For a local shell, an end mark printed while a program holds
 			// the terminal is forged, unless the human typed since the command
 			// began (their next command may already be in the foreground).
-			if !s.fgShell && !s.inputAt.After(h.rec.Started) {
+			// Nor when lines typed ahead are waiting: the next of them
+			// may already hold the terminal.
+			if !s.fgShell && !s.inputAt.After(h.rec.Started) && len(s.credits) == 0 {
 				s.log.Warn("shell: ignored an end mark printed while a program held the terminal")
 				return
 			}
@@ -86,7 +97,13 @@ func (s *Shell) event(e *term.Event) {
 			s.cwd = e.Text
 		}
 		s.fresh = true
+		ranHuman := s.human != nil
 		s.finishHuman()
+		if !ranHuman && !s.promptDue {
+			// A line that ran nothing (empty, a comment, a syntax error)
+			// used its Enter too.
+			s.useCredit()
+		}
 	case term.PromptStart:
 		if s.promptDue && s.agent == nil && s.human == nil {
 			// The prompt after an agent command (even if the user's hooks
@@ -108,8 +125,8 @@ func (s *Shell) event(e *term.Event) {
 // promptDrawn records an idle prompt: the input line after a prompt that
 // follows a finished command; s.mu is held.
 func (s *Shell) promptDrawn() {
-	s.fresh, s.atPrompt, s.cont, s.promptDue, s.lateInput = false, !s.typedAhead, false, false, false
-	s.typedAhead = false
+	s.fresh, s.promptUp, s.cont, s.promptDue, s.lateInput = false, true, false, false, false
+	s.lastUse = time.Now()
 	if s.relay != nil {
 		s.ready = true
 	}
@@ -135,7 +152,10 @@ func (s *Shell) private(e *term.Event) {
 			go func() { _, _ = s.writePTY([]byte(keyUnstage)) }()
 		}
 	case "ps2":
+		// A continuation line: it used an Enter, and the line goes on.
 		s.cont = true
+		s.promptUp = false
+		s.useCredit()
 	}
 }
 
@@ -161,11 +181,12 @@ type humanRun struct {
 	ended bool
 }
 
-func (s *Shell) newHumanRun() *humanRun {
+func (s *Shell) newHumanRun(viewer string, unattributed bool) *humanRun {
 	id := newCommandID()
 	out := s.opts.Spool.New(id + ".out")
 	return &humanRun{
-		rec:   Record{ID: id, Source: "user", Started: time.Now(), Merged: true, Stdout: out},
+		rec: Record{ID: id, Source: "user", Started: time.Now(), Merged: true, Stdout: out,
+			Viewer: viewer, Unattributed: unattributed},
 		plain: term.NewPlain(out),
 	}
 }

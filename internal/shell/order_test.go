@@ -33,13 +33,13 @@ func TestPromptBeforeAgentEnd(t *testing.T) {
 		s.event(&term.Event{Kind: term.PromptStart})
 		s.event(&term.Event{Kind: term.InputStart})
 		if !relayFirst {
-			if s.atPrompt {
+			if s.idlePrompt() {
 				t.Fatal("idle before the agent's command was final")
 			}
 			end()
 		}
-		if !s.atPrompt || s.promptDue || s.agent != nil {
-			t.Fatalf("relay first %v: after the prompt and the end, atPrompt=%v promptDue=%v; want an idle prompt", relayFirst, s.atPrompt, s.promptDue)
+		if !s.idlePrompt() || s.promptDue || s.agent != nil {
+			t.Fatalf("relay first %v: after the prompt and the end, idle=%v promptDue=%v; want an idle prompt", relayFirst, s.idlePrompt(), s.promptDue)
 		}
 		s.mu.Unlock()
 	}

@@ -42,7 +42,7 @@ func (s *Shell) openRelay(dir string) {
 		return
 	}
 	s.relay = r
-	if s.atPrompt {
+	if s.promptUp {
 		s.ready = true
 	}
 	go s.writeStages(r.Stage)

@@ -37,6 +37,9 @@ type Options struct {
 	// outlived their Exec. It runs with the Shell's lock held: it must not
 	// block or call the Shell.
 	OnCommand func(Record)
+	// OnStart, if set, is called when a human command starts, with its
+	// record as it stands (its output keeps filling). Same rules.
+	OnStart func(Record)
 	// Spool captures command output with bounded memory. Nil keeps all
 	// output in memory, which only tests should do.
 	Spool *spool.Dir
@@ -73,6 +76,28 @@ type Record struct {
 	// Merged is true when stderr is merged into stdout, as it is for a
 	// human's command (one TTY).
 	Merged bool
+	// Viewer names who typed a human command (see WithViewer).
+	Viewer string
+	// Unattributed marks a human command that the shell reported but no
+	// viewer's Enter explains: input tandem could not follow, or a program
+	// printing shell-integration marks. It is reported all the same.
+	Unattributed bool
+	// Interrupt says who interrupted the command, and how, if anyone did.
+	Interrupt *Interrupt
+}
+
+// Interrupt is how a command was interrupted.
+type Interrupt struct {
+	// By is "human" (a viewer's key) or "agent" (Cancel).
+	By string
+	// Key is the key a human pressed ("Ctrl-C", "Ctrl-Z", "Ctrl-\\") or
+	// the first step of a cancel ("Ctrl-C").
+	Key string
+	// Signal is the signal a cancel ended with, when Ctrl-C was not
+	// enough: "SIGTERM" or "SIGKILL".
+	Signal string
+	// Viewer names the human who pressed Key.
+	Viewer string
 }
 
 // Shell is one interactive bash with tandem's shell integration, shared by
@@ -96,19 +121,24 @@ type Shell struct {
 	rundir     string
 	cwd        string
 	ready      bool
-	fresh      bool // a P mark was seen: the next B is a new, empty prompt
-	atPrompt   bool // a new prompt is drawn and no line was submitted since
-	promptDue  bool // an agent line was accepted; its prompt has not been drawn yet
-	typedAhead bool // a viewer pressed Enter before the prompt was drawn
+	fresh     bool // a P mark was seen: the next B is a new, empty prompt
+	promptUp  bool // a new prompt is drawn and no line has left it since
+	promptDue bool // an agent line was accepted; its prompt has not been drawn yet
 	// lateInput: the prompt after an agent command was drawn before the
 	// relay delivered the command's end; the prompt counts once it does.
-	lateInput  bool
-	cont       bool // the human is at a PS2 continuation prompt
-	human      *humanRun
-	agent      *agentRun
-	held       [][]byte // human input held back while an agent line is staged
-	credits    int      // Enter keys viewers sent that no human command used yet
-	inputAt    time.Time
+	lateInput bool
+	cont      bool // the human is at a PS2 continuation prompt
+	human     *humanRun
+	agent     *agentRun
+	held      []heldInput // human input held back while an agent line is staged
+	// credits are the Enter keys viewers sent that no line of the shell's
+	// used yet, oldest first: each may start one human command. While
+	// any is left the prompt is not idle (a typed-ahead line is coming).
+	credits []credit
+	keys    keyScanner
+	lastUse time.Time // when the shell last showed it read a line (a prompt, C, PS2)
+	inputAt time.Time
+	eofAt   time.Time // when a viewer last pressed Ctrl-D at the prompt
 	fgShell    bool // the last PTY read happened with the shell in the foreground
 	holdOut    bool // PTY output held until the relay catches up
 	heldOut    []byte

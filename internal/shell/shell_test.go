@@ -61,7 +61,14 @@ func (h *harness) exec(t *testing.T, cmd string) shell.Record {
 // users waits until n human commands were recorded.
 func (h *harness) users(t *testing.T, n int) []shell.Record {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	return h.usersWithin(t, n, 10*time.Second)
+}
+
+// usersWithin is users with its own bound; it returns once n commands, or
+// more, were recorded.
+func (h *harness) usersWithin(t *testing.T, n int, d time.Duration) []shell.Record {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		h.mu.Lock()
 		got := append([]shell.Record(nil), h.user...)
@@ -75,7 +82,11 @@ func (h *harness) users(t *testing.T, n int) []shell.Record {
 	defer h.mu.Unlock()
 	buf := make([]byte, 1<<20)
 	t.Logf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
-	t.Fatalf("wanted %d user commands; the terminal showed:\n%q", n, h.screen.String())
+	screen := h.screen.String()
+	if len(screen) > 4000 {
+		screen = "…" + screen[len(screen)-4000:]
+	}
+	t.Fatalf("wanted %d user commands, got %d; the terminal showed:\n%q", n, len(h.user), screen)
 	return nil
 }
 

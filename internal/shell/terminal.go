@@ -169,7 +169,8 @@ func (s *Shell) flushHeldOut() {
 
 // Input types human keystrokes into the terminal. From an agent command's
 // claim until its accept key is written, they are held and sent right
-// after it, so they can never merge into the agent's line.
+// after it, so they can never merge into the agent's line. WithViewer on
+// ctx names who types.
 func (s *Shell) Input(ctx context.Context, p []byte) error {
 	echoed := true
 	if er, ok := s.conn.(EchoReporter); ok {
@@ -177,6 +178,7 @@ func (s *Shell) Input(ctx context.Context, p []byte) error {
 			echoed = e
 		}
 	}
+	viewer := viewerFrom(ctx)
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.mu.Lock()
@@ -188,23 +190,29 @@ func (s *Shell) Input(ctx context.Context, p []byte) error {
 	if s.opts.Input != nil && echoed {
 		s.opts.Input(p)
 	}
-	s.inputAt = time.Now()
-	// A submitted line leaves the prompt; a half-typed one is the stage
-	// function's to notice (it sees readline's buffer).
-	if s.agent == nil && bytes.ContainsAny(p, "\r\n\x03\x04") {
-		if !s.atPrompt && s.human == nil && bytes.ContainsAny(p, "\r\n") {
-			// Typed ahead of the prompt: the prompt about to be drawn
-			// reads this line, so it is not an idle prompt.
-			s.typedAhead = true
+	now := time.Now()
+	s.inputAt = now
+	ks := s.keys.scan(p)
+	if s.agent == nil && s.human == nil && (ks.intr != "" || ks.eof) {
+		// At the prompt an interrupt discards the line, and the terminal
+		// drops whatever was typed ahead; Ctrl-D may end the shell.
+		s.promptUp = false
+		if ks.intr != "" {
+			s.credits = nil
 		}
-		s.atPrompt = false
+		if ks.eof {
+			s.eofAt = now
+		}
+	}
+	if a := s.agent; a != nil && a.phase >= phaseAccepted && ks.intr != "" {
+		a.rec.Interrupt = &Interrupt{By: "human", Key: ks.intr, Viewer: viewer}
 	}
 	if a := s.agent; a != nil && a.phase < phaseAccepted {
-		s.held = append(s.held, bytes.Clone(p))
+		s.held = append(s.held, heldInput{p: bytes.Clone(p), viewer: viewer, enters: ks.enters})
 		s.mu.Unlock()
 		return nil
 	}
-	s.creditEnters(p)
+	s.addCredits(viewer, ks.enters, now)
 	s.mu.Unlock()
 	if _, err := s.conn.Write(p); err != nil {
 		return fmt.Errorf("input: %w", err)
@@ -212,14 +220,65 @@ func (s *Shell) Input(ctx context.Context, p []byte) error {
 	return nil
 }
 
-// maxCredits bounds the Enter keys remembered, so a long-idle session does
-// not accumulate an allowance for forged marks.
-const maxCredits = 64
+// heldInput is viewer input held back while an agent line is staged.
+type heldInput struct {
+	p      []byte
+	viewer string
+	enters int
+}
 
-// creditEnters counts the Enter keys in viewer input that reaches the
+// staleCredits is how long an Enter may wait unused while the shell shows
+// it reads lines: bash reads a typed-ahead line the moment its prompt is
+// drawn, so an Enter still unused after this went to a program (a read,
+// a REPL), not to a command line of the shell's.
+const staleCredits = time.Second
+
+// addCredits files the Enter keys of viewer input that reached the
 // terminal: each may start one human command; s.mu is held.
-func (s *Shell) creditEnters(p []byte) {
-	s.credits = min(s.credits+bytes.Count(p, []byte("\r"))+bytes.Count(p, []byte("\n")), maxCredits)
+func (s *Shell) addCredits(viewer string, n int, at time.Time) {
+	for range n {
+		s.credits = append(s.credits, credit{viewer: viewer, at: at})
+	}
+}
+
+// useCredit takes the oldest unused Enter, for a line the shell read; s.mu
+// is held.
+func (s *Shell) useCredit() (credit, bool) {
+	s.lastUse = time.Now()
+	if len(s.credits) == 0 {
+		return credit{}, false
+	}
+	c := s.credits[0]
+	s.credits[0] = credit{}
+	s.credits = s.credits[1:]
+	if len(s.credits) == 0 {
+		s.credits = nil // release a long paste's backing array
+	}
+	return c, true
+}
+
+// creditsStaleAt is when the unused Enters stop counting as typed ahead;
+// s.mu is held.
+func (s *Shell) creditsStaleAt() time.Time {
+	last := s.lastUse
+	if s.inputAt.After(last) {
+		last = s.inputAt
+	}
+	return last.Add(staleCredits)
+}
+
+// idlePrompt reports whether the shell waits at a fresh prompt with no
+// typed-ahead line to come; s.mu is held. Unused Enters that went stale
+// are dropped on the way.
+func (s *Shell) idlePrompt() bool {
+	if !s.promptUp || s.cont {
+		return false
+	}
+	if len(s.credits) > 0 && !time.Now().Before(s.creditsStaleAt()) {
+		s.log.Debug("shell: dropped Enter keys that no command line used (a program read them)", "keys", len(s.credits))
+		s.credits = nil
+	}
+	return len(s.credits) == 0
 }
 
 // Resize changes the terminal size for every viewer.
