@@ -110,17 +110,17 @@ type Shell struct {
 
 	writeMu sync.Mutex // serialises every write to the PTY
 
-	mu         sync.Mutex
-	changed    *sync.Cond // broadcast on every state change
-	nonce      string
-	parser     *term.Parser
-	relay      *Relay
-	relayErr   error
-	relayEOF   int // relay streams read to their end
-	pid        int
-	rundir     string
-	cwd        string
-	ready      bool
+	mu        sync.Mutex
+	changed   *sync.Cond // broadcast on every state change
+	nonce     string
+	parser    *term.Parser
+	relay     *Relay
+	relayErr  error
+	relayEOF  int // relay streams read to their end
+	pid       int
+	rundir    string
+	cwd       string
+	ready     bool
 	fresh     bool // a P mark was seen: the next B is a new, empty prompt
 	promptUp  bool // a new prompt is drawn and no line has left it since
 	promptDue bool // an agent line was accepted; its prompt has not been drawn yet
@@ -134,13 +134,13 @@ type Shell struct {
 	// credits are the Enter keys viewers sent that no line of the shell's
 	// used yet, oldest first: each may start one human command. While
 	// any is left the prompt is not idle (a typed-ahead line is coming).
-	credits []credit
-	keys    keyScanner
-	lastUse time.Time // when the shell last showed it read a line (a prompt, C, PS2)
-	inputAt time.Time
-	eofAt   time.Time // when a viewer last pressed Ctrl-D at the prompt
-	fgShell    bool // the last PTY read happened with the shell in the foreground
-	holdOut    bool // PTY output held until the relay catches up
+	credits    []credit
+	keys       keyScanner
+	lastUse    time.Time // when the shell last showed it read a line (a prompt, C, PS2)
+	inputAt    time.Time
+	eofAt      time.Time // when a viewer last pressed Ctrl-D at the prompt
+	fgShell    bool      // the last PTY read happened with the shell in the foreground
+	holdOut    bool      // PTY output held until the relay catches up
 	heldOut    []byte
 	scrollback *term.Ring
 	live       *term.Ring // recent output, read by viewers at their own offsets
