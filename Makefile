@@ -48,6 +48,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzPlain -fuzztime 30s ./internal/term/
 	$(GO) test -run '^$$' -fuzz FuzzUnescape -fuzztime 30s ./internal/term/
 	$(GO) test -run '^$$' -fuzz FuzzFrames -fuzztime 30s ./internal/shell/
+	$(GO) test -run '^$$' -fuzz FuzzHistoryLines -fuzztime 30s ./internal/shell/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeArgs -fuzztime 30s ./internal/mcp/
 	$(GO) test -run '^$$' -fuzz FuzzStdioLines -fuzztime 30s ./internal/mcp/
 	$(GO) test -run '^$$' -fuzz FuzzPlan -fuzztime 30s ./internal/mcp/

@@ -76,6 +76,7 @@ __tandem_ran=0
 # before it on the captured stderr is the terminal's echo, not output.
 PS0="${PS0-}"'${__tandem_null[__tandem_ran=1]-}${__tandem_C}'
 __tandem_hist=0
+__tandem_hinit=0
 __tandem_agent=0
 __tandem_pcs=0
 
@@ -140,6 +141,16 @@ __tandem_pc() {
 	[[ -n ${1-} ]] && s=$1
 	(( __tandem_pcs )) && return $s
 	__tandem_pcs=1
+	if [[ $__tandem_hinit == 0 ]]; then
+		# Before the first prompt, once bash has loaded the history file:
+		# the number the first command's is compared with.
+		__tandem_hinit=1
+		HISTTIMEFORMAT= builtin history 1 >"$__tandem_dir/h"
+		IFS= read -r h <"$__tandem_dir/h"
+		h=${h#"${h%%[! ]*}"}
+		h=${h%%[!0-9]*}
+		__tandem_hist=${h:-0}
+	fi
 	if [[ $__tandem_agent == 1 ]]; then
 		__tandem_release "$s" "$__tandem_ran"
 	fi
@@ -160,6 +171,15 @@ __tandem_pc() {
 			__tandem_hist=${num:-$__tandem_hist}
 			__tandem_r=
 		elif [[ -n $num && $num != "$__tandem_hist" ]]; then
+			if (( num - __tandem_hist > 1 )); then
+				# A multi-line buffer (a paste) ran as several entries:
+				# send them all, each marked by HISTTIMEFORMAT's RS byte,
+				# for tandem to split (X;hist); E names the last.
+				HISTTIMEFORMAT=$'\036' builtin history $(( num - __tandem_hist > 10000 ? 10000 : num - __tandem_hist )) >"$__tandem_dir/h"
+				IFS= read -r -d '' __tandem_r <"$__tandem_dir/h"
+				__tandem_esc "$__tandem_r"
+				printf '\033]633;X;hist;text=%s%s' "$__tandem_r" "$__tandem_N"
+			fi
 			__tandem_hist=$num
 			h=${h#"$num"}
 			h=${h#\*}

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/term"
@@ -70,8 +71,13 @@ func (s *Shell) event(e *term.Event) {
 			s.opts.OnStart(s.human.rec)
 		}
 	case term.CommandLine:
-		if s.human != nil && e.Text != "" {
-			s.human.rec.Command = e.Text
+		if h := s.human; h != nil && e.Text != "" {
+			// A here-document's entry ends in a newline of its own.
+			text := strings.TrimRight(e.Text, "\n")
+			h.rec.Command = text
+			if n := len(h.lines); n > 1 && strings.TrimRight(h.lines[n-1], "\n") == text {
+				h.rec.Command = strings.Join(h.lines, "\n")
+			}
 		}
 	case term.CommandEnd:
 		if h := s.human; h != nil {
@@ -151,6 +157,11 @@ func (s *Shell) private(e *term.Event) {
 			// A line tandem stopped waiting for: it must never run.
 			go func() { _, _ = s.writePTY([]byte(keyUnstage)) }()
 		}
+	case "hist":
+		// The lines of a multi-line buffer, sent just before its E mark.
+		if s.human != nil {
+			s.human.lines = historyLines(e.Fields["text"])
+		}
 	case "ps2":
 		// A continuation line: it used an Enter, and the line goes on.
 		s.cont = true
@@ -179,6 +190,56 @@ type humanRun struct {
 	rec   Record
 	plain *term.Plain // strips ANSI into rec.Stdout as output arrives
 	ended bool
+	lines []string // the history entries of a multi-line buffer
+}
+
+// historyLines splits the output of bash's history builtin, run with
+// HISTTIMEFORMAT set to an RS byte, into its entries: each starts with its
+// number, an optional '*', a space and the RS. An entry may span lines (a
+// here-document).
+func historyLines(out string) []string {
+	out = strings.TrimSuffix(out, "\n")
+	var lines []string
+	for out != "" {
+		i := strings.IndexByte(out, '\x1e')
+		if i < 0 {
+			break
+		}
+		out = out[i+1:]
+		j := nextHistoryEntry(out)
+		lines = append(lines, strings.TrimRight(out[:j], "\n"))
+		out = out[j:]
+		out = strings.TrimPrefix(out, "\n")
+	}
+	return lines
+}
+
+// nextHistoryEntry is the index of the newline that ends the entry at the
+// start of s: the first newline followed by a history number and an RS.
+func nextHistoryEntry(s string) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\n' {
+			continue
+		}
+		j := i + 1
+		for j < len(s) && s[j] == ' ' {
+			j++
+		}
+		k := j
+		for k < len(s) && s[k] >= '0' && s[k] <= '9' {
+			k++
+		}
+		if k > j && k < len(s) && (s[k] == ' ' || s[k] == '*') {
+			k++
+			for k < len(s) && s[k] == ' ' {
+				k++
+			}
+			if k < len(s) && s[k] == 0x1e {
+				return i
+			}
+		}
+	}
+	return len(s)
 }
 
 func (s *Shell) newHumanRun(viewer string, unattributed bool) *humanRun {

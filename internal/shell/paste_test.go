@@ -72,3 +72,89 @@ func TestPasteEveryCommandReported(t *testing.T) {
 		})
 	}
 }
+
+// TestMultiLineInputShapes: input that spans lines comes back as the
+// commands bash ran, and leaves the prompt idle for the agent at once: a
+// bracketed paste (one command carrying every line and its output), a
+// here-document and a continued line typed by hand, and lines typed ahead
+// while the agent's command runs (issue 18: the first two left the
+// session busy until the human typed again).
+func TestMultiLineInputShapes(t *testing.T) {
+	type want struct {
+		command string
+		exit    int
+		out     []string // each must be in the output
+	}
+	tests := []struct {
+		name  string
+		keys  []string
+		agent string // run by the agent while the keys are typed
+		want  []want
+	}{
+		{name: "bracketed paste", keys: []string{"\x1b[200~echo one\recho two\r(exit 3)\recho four\x1b[201~", "\r"},
+			want: []want{{"echo one\necho two\n(exit 3)\necho four", 0, []string{"one", "two", "four"}}}},
+		{name: "bracketed paste in pieces", keys: []string{"\x1b[20", "0~echo p1\r", "echo p2\x1b[2", "01~\r"},
+			want: []want{{"echo p1\necho p2", 0, []string{"p1", "p2"}}}},
+		{name: "here-document", keys: []string{"cat <<EOF\r", "x\r", "y\r", "EOF\r"},
+			want: []want{{"cat <<EOF\nx\ny\nEOF", 0, []string{"x\ny"}}}},
+		{name: "here-document at once", keys: []string{"cat <<EOF\rx\rEOF\recho after\r"},
+			want: []want{{"cat <<EOF\nx\nEOF", 0, []string{"x"}}, {"echo after", 0, []string{"after"}}}},
+		{name: "continued line", keys: []string{"echo a \\\r", "b\r"},
+			want: []want{{"echo a b", 0, []string{"a b"}}}},
+		{name: "open quote", keys: []string{"echo 'q\r", "r'\r"},
+			want: []want{{"echo 'q\nr'", 0, []string{"q\nr"}}}},
+		{name: "type-ahead during the agent's command", agent: "sleep 0.5; echo agent",
+			keys: []string{"echo t1\r", "false\r"},
+			want: []want{{"echo t1", 0, []string{"t1"}}, {"false", 1, nil}}},
+	}
+	for name, dial := range dialers(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := start(t, dial(t))
+			ctx := shell.WithViewer(context.Background(), "typist")
+			seen := 0
+			for _, tc := range tests {
+				agentDone := make(chan error, 1)
+				if tc.agent != "" {
+					go func() {
+						_, err := h.sh.Exec(ctx, tc.agent, shell.ExecOptions{Timeout: 20 * time.Second})
+						agentDone <- err
+					}()
+					h.waitScreen(t, tc.agent)
+				}
+				for _, k := range tc.keys {
+					if err := h.sh.Input(ctx, []byte(k)); err != nil {
+						t.Fatal(err)
+					}
+					time.Sleep(20 * time.Millisecond) // a person's pace between lines
+				}
+				if tc.agent != "" {
+					if err := <-agentDone; err != nil {
+						t.Fatalf("%s: agent: %v", tc.name, err)
+					}
+				}
+				got := h.users(t, seen+len(tc.want))[seen:]
+				seen += len(tc.want)
+				for i, w := range tc.want {
+					r := got[i]
+					if r.Command != w.command || r.ExitCode != w.exit || r.Viewer != "typist" {
+						t.Errorf("%s: command %d is %q exit %d by %q; want %q exit %d", tc.name, i, r.Command, r.ExitCode, r.Viewer, w.command, w.exit)
+					}
+					for _, o := range w.out {
+						if !strings.Contains(r.Stdout.String(), o) {
+							t.Errorf("%s: command %d output %q lacks %q", tc.name, i, r.Stdout.String(), o)
+						}
+					}
+				}
+				// The prompt is idle for the agent: no busy, no human type again.
+				rec, err := h.sh.Exec(ctx, "echo idle", shell.ExecOptions{Timeout: 10 * time.Second})
+				if err != nil || rec.Stdout.String() != "idle\n" {
+					t.Fatalf("%s: the next agent command: %v %q", tc.name, err, rec.Stdout.String())
+				}
+				if n := h.userCount(); n != seen {
+					t.Fatalf("%s: %d human commands, want %d", tc.name, n, seen)
+				}
+			}
+		})
+	}
+}
