@@ -29,6 +29,7 @@ type capture interface {
 type plan struct {
 	s     *Server
 	c     session.Caller
+	limit int // the budget of all inline output; 0 means none
 	slots []*slot
 }
 
@@ -44,7 +45,9 @@ type slot struct {
 	give int    // its share of the budget
 }
 
-func (s *Server) plan(c session.Caller) *plan { return &plan{s: s, c: c} }
+func (s *Server) plan(c session.Caller) *plan {
+	return &plan{s: s, c: c, limit: s.deps.InlineOutputBytes}
+}
 
 // add puts stream name of command id into r when fill runs.
 func (p *plan) add(r reply, id, name string, f capture) {
@@ -55,7 +58,7 @@ func (p *plan) add(r reply, id, name string, f capture) {
 // that fit whole are served smallest first; the rest split what is left
 // evenly, so one flood cannot starve a short error message.
 func (p *plan) fill() {
-	limit := p.s.deps.InlineOutputBytes
+	limit := p.limit
 	for _, sl := range p.slots {
 		sl.size = sl.f.Size()
 		if limit <= 0 || sl.size <= int64(limit) {

@@ -1,11 +1,13 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -75,17 +77,7 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 	case errors.As(err, &gate):
 		return s.gateFailure(c, gate)
 	case errors.As(err, &busy):
-		f := reply{"reason": busy.Reason}
-		if busy.Command != "" {
-			f["runningCommand"] = busy.Command
-		}
-		if !busy.Since.IsZero() {
-			f["runningSince"] = busy.Since.UTC().Format(time.RFC3339Nano)
-		}
-		if busy.Line != "" {
-			f["partialLine"] = busy.Line
-		}
-		return fail(codeBusy, fmt.Sprintf("The session is busy: %s. Wait for it to finish, or call ssh_cancel if it is your command.", busy.Reason), f)
+		return busyFailure(busy)
 	case errors.As(err, &timeout):
 		f := reply{"running": true, "commandId": timeout.Partial.ID, "partial": s.result(c, timeout.Partial)}
 		if timeout.LastLine != "" {
@@ -105,9 +97,16 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 			why = fmt.Sprintf("Session '%s' ended because the tandem server restarted, and sessions do not survive a restart.", ended.Name)
 		case "node_lost":
 			why = fmt.Sprintf("Session '%s' ended because the tandem node that held its shell stopped answering, and its shell went with it.", ended.Name)
+		case session.EndHumanExit:
+			why = fmt.Sprintf("Session '%s' ended because the human ended its shell (exit or Ctrl-D in the terminal).", ended.Name)
 		}
-		return fail(codeSessionEnded, why+" Call ssh_connect again to start a new session, for example "+reconnectExample+".",
-			reply{"reason": ended.Reason, "endedAt": ended.At.UTC().Format(time.RFC3339Nano)})
+		f := reply{"reason": ended.Reason, "endedAt": ended.At.UTC().Format(time.RFC3339Nano)}
+		if ended.Gate != nil {
+			// What the human ran before the end, the end included: told once.
+			maps.Copy(f, s.gateFields(c, ended.Gate))
+			why += " userCommands lists what the human ran since your last call."
+		}
+		return fail(codeSessionEnded, why+" Call ssh_connect again to start a new session, for example "+reconnectExample+".", f)
 	case errors.As(err, &tokErr):
 		return invalidToken(tokErr.Name)
 	case errors.Is(err, store.ErrSharedUnavailable):
@@ -155,6 +154,47 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 	return fail(codeInternal, "tandem failed: "+err.Error()+".", nil)
 }
 
+// busyFailure says what holds the shell and what the agent can do about it.
+func busyFailure(busy *session.BusyError) *failure {
+	f := reply{"reason": busy.Kind}
+	if busy.Command != "" {
+		f["runningCommand"] = busy.Command
+	}
+	if busy.CommandID != "" {
+		f["runningCommandId"] = busy.CommandID
+	}
+	if !busy.Since.IsZero() {
+		f["runningSince"] = busy.Since.UTC().Format(time.RFC3339Nano)
+		f["runningForMs"] = time.Since(busy.Since).Milliseconds()
+	}
+	if busy.Line != "" {
+		f["partialLine"] = busy.Line
+	}
+	var msg string
+	switch busy.Kind {
+	case session.BusyAgent:
+		msg = "The session is busy: your earlier command is still running (runningCommandId). Follow it with ssh_read_output, or call ssh_cancel to interrupt it."
+	case session.BusyHuman:
+		msg = fmt.Sprintf("The session is busy: the human is running a command (%s for %s). Wait for it to finish and call again; ssh_read_output with runningCommandId shows its output so far. It is not yours to cancel: ask the human if it must stop.",
+			quoteCommand(busy.Command), time.Since(busy.Since).Round(time.Second))
+	case session.BusyPartialLine:
+		msg = "The session is busy: the human has typed part of a command line (partialLine) and not submitted it. Wait and call again, or ask the human to finish or clear the line; nothing of yours is running, so there is nothing to cancel."
+	case session.BusyContinuation:
+		msg = "The session is busy: the human is in the middle of a multi-line command. Wait and call again, or ask the human to finish it."
+	default:
+		msg = "The session is busy: the shell is not at an idle prompt (it is on its way to one, or a program of the human's reads the terminal). Wait a moment and call again."
+	}
+	return fail(codeBusy, msg, f)
+}
+
+// quoteCommand quotes a command line for a message, cut to a readable size.
+func quoteCommand(s string) string {
+	if len(s) > 200 {
+		s = strings.ToValidUTF8(s[:200], "") + "…"
+	}
+	return fmt.Sprintf("%q", s)
+}
+
 // partialError carries what an Exec captured before it failed, for
 // failures whose reply shows it (a shell that exited, a failed capture).
 type partialError struct {
@@ -170,32 +210,164 @@ func invalidToken(name string) *failure {
 }
 
 func (s *Server) gateFailure(c session.Caller, g *session.GateError) *failure {
-	cmds := make([]any, 0, len(g.Commands))
+	return fail(codeUserActivity, "User commands executed since last MCP command. Review activity and retry.", s.gateFields(c, g))
+}
+
+// The gate's reply within the inline budget: the newest commands come
+// whole (their outputs sharing half the budget), older ones compact
+// (command, exit code, commandId), and those that fit neither way are
+// counted, with the whole history one ssh_read_output away.
+const (
+	gateWhole        = 20       // the most commands shown whole
+	gateCommandBytes = 4 << 10  // a whole entry's command text at most
+	gateCompactBytes = 256      // a compact entry's command text at most
+)
+
+// gateFields renders the human's commands that a gate reply reports, in
+// order, within the inline budget.
+func (s *Server) gateFields(c session.Caller, g *session.GateError) reply {
+	n := len(g.Commands)
+	limit := s.deps.InlineOutputBytes
+	f := reply{"userActivitySince": g.Since.UTC().Format(time.RFC3339Nano), "userCommandCount": n}
+	if u := unattributed(g.Commands); u > 0 {
+		f["unattributedCommands"] = u
+		f["unattributedHint"] = fmt.Sprintf("%d of these commands ran although no viewer's keystroke explains them (input tandem could not follow, or a program printing shell-integration marks): they are marked unattributed; read their output with ssh_read_output and their commandId.", u)
+	}
+	if limit <= 0 {
+		cmds := make([]any, 0, n)
+		p := s.plan(c)
+		for _, rec := range g.Commands {
+			cmds = append(cmds, userCommand(p, rec, 0))
+		}
+		p.fill()
+		f["userCommands"] = cmds
+		return f
+	}
+	// Whole entries, newest first, while their metadata fits a quarter.
+	whole, used := 0, 0
+	for i := n - 1; i >= 0 && whole < gateWhole; i-- {
+		cost := jsonSize(userCommand(nil, g.Commands[i], gateCommandBytes)) + 64 // its output fields' names
+		if whole > 0 && used+cost > limit/4 {
+			break
+		}
+		whole++
+		used += cost
+	}
+	// Compact entries for older ones, while the rest of the budget lasts.
+	left := limit - limit/2 - used
+	compact := 0
+	for i := n - whole - 1; i >= 0; i-- {
+		cost := jsonSize(compactCommand(g.Commands[i])) + 1
+		if cost > left {
+			break
+		}
+		compact++
+		left -= cost
+	}
+	omitted := n - whole - compact
+	cmds := make([]any, 0, whole+compact)
+	for _, rec := range g.Commands[omitted : n-whole] {
+		cmds = append(cmds, compactCommand(rec))
+	}
 	p := s.plan(c)
-	for _, rec := range g.Commands {
-		cmds = append(cmds, userCommand(p, rec))
+	p.limit = limit / 2
+	for _, rec := range g.Commands[n-whole:] {
+		cmds = append(cmds, userCommand(p, rec, gateCommandBytes))
 	}
 	p.fill()
-	return fail(codeUserActivity, "User commands executed since last MCP command. Review activity and retry.", reply{
-		"userActivitySince": g.Since.UTC().Format(time.RFC3339Nano),
-		"userCommands":      cmds,
-	})
+	f["userCommands"] = cmds
+	if compact > 0 || omitted > 0 {
+		f["userCommandsCompact"] = compact
+	}
+	if omitted > 0 && g.Keep != nil {
+		f["userCommandsOmitted"] = omitted
+		f["historyId"] = g.Keep(historyList(g.Commands))
+		f["historyHint"] = fmt.Sprintf("The %d oldest of these %d commands did not fit this reply: call ssh_read_output with commandId set to historyId for all of them, one JSON object a line (grep works too); each names its commandId, whose output ssh_read_output reads.", omitted, n)
+	}
+	return f
+}
+
+// unattributed counts the commands no viewer's Enter explains.
+func unattributed(recs []session.Record) int {
+	n := 0
+	for _, r := range recs {
+		if r.Unattributed {
+			n++
+		}
+	}
+	return n
+}
+
+// jsonSize is the length of v's JSON encoding.
+func jsonSize(v any) int {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return 0
+	}
+	return len(b)
+}
+
+// clipCommand cuts a command line to at most max bytes, on a character.
+func clipCommand(r reply, cmd string, max int) {
+	if max > 0 && len(cmd) > max {
+		r["command"] = strings.ToValidUTF8(cmd[:max], "")
+		r["commandTruncated"] = true
+		r["commandBytes"] = len(cmd)
+		return
+	}
+	r["command"] = cmd
+}
+
+// compactCommand is a human command without its output: what it was, how
+// it ended, and the id that reads its output back.
+func compactCommand(rec session.Record) reply {
+	r := reply{"commandId": rec.ID, "exitCode": exitCode(rec), "stdoutBytes": rec.Stdout.Size()}
+	clipCommand(r, rec.Command, gateCompactBytes)
+	return r
+}
+
+// historyList is the whole history of a gate reply, a JSON object a line.
+func historyList(recs []session.Record) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	for _, rec := range recs {
+		line := map[string]any{
+			"commandId": rec.ID, "command": rec.Command, "exitCode": exitCode(rec), "cwd": rec.Cwd,
+			"timestamp": rec.Started.UTC().Format(time.RFC3339Nano), "duration": rec.Duration.Milliseconds(),
+			"stdoutBytes": rec.Stdout.Size(), "viewer": rec.Viewer,
+		}
+		if rec.Unattributed {
+			line["unattributed"] = true
+		}
+		_ = enc.Encode(line)
+	}
+	return b.Bytes()
 }
 
 // userCommand renders one human command for the gate. Its output joins
-// the plan: every command is listed whatever its size, and the outputs of
-// all of them share the reply's one budget.
-func userCommand(p *plan, rec session.Record) reply {
+// the plan (nil: left out): every command is listed whatever its size,
+// and the outputs of all of them share the plan's one budget. A command
+// line over maxCommand bytes (0: no bound) is cut, and says so.
+func userCommand(p *plan, rec session.Record, maxCommand int) reply {
 	r := reply{
 		"commandId": rec.ID,
-		"command":   rec.Command,
 		"exitCode":  exitCode(rec),
 		"duration":  rec.Duration.Milliseconds(),
 		"timestamp": rec.Started.UTC().Format(time.RFC3339Nano),
 		"cwd":       rec.Cwd,
 	}
-	p.add(r, rec.ID, "stdout", rec.Stdout)
-	p.add(r, rec.ID, "stderr", rec.Stderr)
+	clipCommand(r, rec.Command, maxCommand)
+	if rec.Viewer != "" {
+		r["viewer"] = rec.Viewer
+	}
+	if rec.Unattributed {
+		r["unattributed"] = true
+	}
+	if p != nil {
+		p.add(r, rec.ID, "stdout", rec.Stdout)
+		p.add(r, rec.ID, "stderr", rec.Stderr)
+	}
 	if rec.Merged {
 		r["streams"] = "merged"
 	}

@@ -38,6 +38,16 @@ type storedOutput struct {
 // result renders a command's result object, its output under one budget.
 func (s *Server) result(c session.Caller, rec session.Record) reply {
 	r := reply{"exitCode": exitCode(rec), "durationMs": rec.Duration.Milliseconds(), "cwd": rec.Cwd}
+	if in := rec.Interrupt; in != nil {
+		r["interruptedBy"] = in.By
+		r["interruptKey"] = in.Key
+		if in.Signal != "" {
+			r["interruptSignal"] = in.Signal
+		}
+		if in.Viewer != "" {
+			r["interruptViewer"] = in.Viewer
+		}
+	}
 	p := s.plan(c)
 	p.add(r, rec.ID, "stdout", rec.Stdout)
 	p.add(r, rec.ID, "stderr", rec.Stderr)

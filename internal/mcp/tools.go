@@ -248,5 +248,17 @@ func (s *Server) cancel(ctx context.Context, c session.Caller, a sessionArgs) (r
 	}
 	res := s.result(c, rec)
 	s.recorded(ctx, rec.ID, res)
-	return ok(reply{"message": "The command was interrupted.", "result": res, "commandId": rec.ID}), nil
+	return ok(reply{"message": cancelMessage(rec), "result": res, "commandId": rec.ID}), nil
+}
+
+// cancelMessage says what ended a cancelled command, and how it ended.
+func cancelMessage(rec session.Record) string {
+	how := "Ctrl-C"
+	if in := rec.Interrupt; in != nil && in.Signal != "" {
+		how = "Ctrl-C, then " + in.Signal + " (it outlived Ctrl-C)"
+	}
+	if !rec.ExitKnown {
+		return "The command was interrupted with " + how + "; its exit status is unknown."
+	}
+	return fmt.Sprintf("The command was interrupted with %s; it exited with status %d.", how, rec.ExitCode)
 }

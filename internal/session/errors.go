@@ -22,6 +22,15 @@ type (
 	HostKeyError = sshconn.HostKeyError
 )
 
+// What holds a busy shell; see shell.BusyError.
+const (
+	BusyAgent        = shell.BusyAgent
+	BusyHuman        = shell.BusyHuman
+	BusyPartialLine  = shell.BusyPartialLine
+	BusyContinuation = shell.BusyContinuation
+	BusyNotIdle      = shell.BusyNotIdle
+)
+
 // Sentinels of the layers below, for errors.Is.
 var (
 	ErrConnectionLost = shell.ErrConnectionLost

@@ -40,6 +40,9 @@ type EndedError struct {
 	Name   string
 	Reason string
 	At     time.Time
+	// Gate holds the human's commands the agent had not been told of
+	// when the session ended, once: the last of them may have ended it.
+	Gate *GateError
 }
 
 func (e *EndedError) Error() string {
@@ -177,11 +180,13 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 	now := time.Now()
 	s := &Session{
 		ID: newID(), Name: name, Target: t, CreatedAt: now, caller: c,
-		tokenHash: hashToken(tok), monitorKey: mk, lastActivity: now,
+		tokenHash: hashToken(tok), monitorKey: mk, lastActivity: now, spool: m.opts.Spool,
 	}
 	so := &shell.Options{
 		Logger: m.log.With("session", name), Cols: m.opts.Cols, Rows: m.opts.Rows,
 		OnCommand: func(r shell.Record) { m.commandDone(s, r) }, Spool: m.opts.Spool,
+		// A human's running command can be read back, and named when busy.
+		OnStart: func(r shell.Record) { s.keep(r, false) },
 	}
 	if err := m.record(s, so); err != nil {
 		return nil, "", fmt.Errorf("connect %q: %w", name, err)
@@ -226,11 +231,13 @@ func (m *Manager) commandDone(s *Session, r shell.Record) {
 	}
 }
 
-// watch ends the session when its shell dies on its own.
+// watch ends the session when its shell dies on its own, once the
+// terminal's last output (the human's last command) has been filed.
 func (m *Manager) watch(s *Session) {
 	<-s.sh.Done()
-	m.end(s, endReason(s.sh.Err()))
+	m.end(s, s.deathReason())
 }
+
 
 // Lookup returns the caller's session if the token matches. Every failure
 // that could reveal another caller's session is ErrInvalidToken.
@@ -241,9 +248,7 @@ func (m *Manager) Lookup(c Caller, name, token string) (*Session, error) {
 	ended := m.ended[k]
 	m.mu.Unlock()
 	if s == nil && ended != nil && ended.caller == c && tokenMatches(ended.tokenHash, token) {
-		ended.mu.Lock()
-		defer ended.mu.Unlock()
-		return nil, &EndedError{Name: name, Reason: ended.endReason, At: ended.endedAt}
+		return nil, ended.endedError()
 	}
 	if s == nil && token != "" && m.opts.Journal != nil {
 		// A session of an earlier process: the token is the proof.
@@ -254,11 +259,9 @@ func (m *Manager) Lookup(c Caller, name, token string) (*Session, error) {
 	if s == nil || s.caller != c || token == "" || !tokenMatches(s.tokenHash, token) {
 		return nil, &TokenError{Name: name}
 	}
-	if err := s.sh.Err(); err != nil {
-		m.end(s, endReason(err))
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return nil, &EndedError{Name: name, Reason: s.endReason, At: s.endedAt}
+	if s.sh.Err() != nil {
+		m.end(s, s.deathReason())
+		return nil, s.endedError()
 	}
 	return s, nil
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tandem-sh/tandem/internal/recording"
 	"github.com/tandem-sh/tandem/internal/shell"
+	"github.com/tandem-sh/tandem/internal/spool"
 )
 
 // Caller identifies who makes a call and owns what it creates. Over stdio
@@ -66,6 +67,8 @@ const (
 	EndConnectionLost = "connection_lost"
 	EndShellExited    = "shell_exited"
 	EndServerShutdown = "server_shutdown"
+	// EndHumanExit: a human ended the shell (exit, Ctrl-D).
+	EndHumanExit = "human_exit"
 )
 
 // Session is one named shell owned by one caller.
@@ -82,6 +85,7 @@ type Session struct {
 
 	rec     *recording.Writer
 	recPath string
+	spool   *spool.Dir // where outputs tandem writes itself go
 
 	mu           sync.Mutex
 	lastActivity time.Time
@@ -161,6 +165,10 @@ func (s *Session) touch() {
 type GateError struct {
 	Since    time.Time
 	Commands []shell.Record
+	// Keep files a text as a readable output of the session (a listing
+	// of a history too long for one reply) and returns the id that
+	// reads it back. Nil in tests that build a GateError by hand.
+	Keep func(text []byte) string
 }
 
 func (e *GateError) Error() string {
@@ -179,8 +187,32 @@ func (s *Session) tripLocked() error {
 	if len(s.pending) == 0 {
 		return nil
 	}
-	e := &GateError{Since: s.pending[0].Started, Commands: s.pending}
+	e := &GateError{Since: s.pending[0].Started, Commands: s.pending, Keep: s.keepText}
 	s.pending = nil
+	return e
+}
+
+// keepText files text as a finished output of the session, readable by
+// the id it returns like any command's.
+func (s *Session) keepText(text []byte) string {
+	id := "hist_" + newID()
+	f := s.spool.New(id + ".out")
+	_, _ = f.Write(text)
+	_ = f.Close()
+	s.keep(shell.Record{ID: id, Source: "tandem", Command: "the human's commands the gate reported", Stdout: f,
+		ExitKnown: true, Started: time.Now(), Merged: true}, true)
+	return id
+}
+
+// endedError describes the ended session to its owner, with the human's
+// commands the gate still held: they are delivered with the end, once.
+func (s *Session) endedError() *EndedError {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := &EndedError{Name: s.Name, Reason: s.endReason, At: s.endedAt}
+	if g, ok := s.tripLocked().(*GateError); ok {
+		e.Gate = g
+	}
 	return e
 }
 
@@ -297,14 +329,26 @@ func (s *Session) Resize(ctx context.Context, cols, rows int) error {
 // Err reports why the session's shell is unusable, or nil.
 func (s *Session) Err() error { return s.sh.Err() }
 
-// endReason names why a session whose shell died ended: its shell exited
-// on its own (exit, set -e) or the transport broke.
-func endReason(err error) string {
-	if errors.Is(err, shell.ErrShellExited) {
-		return EndShellExited
+// deathReason names why the session's dead shell ended, once its terminal
+// has been read out (its last command filed): a human ended it (exit,
+// Ctrl-D), it exited on its own (an agent's exit, set -e), or the
+// transport broke.
+func (s *Session) deathReason() string {
+	select {
+	case <-s.sh.Drained():
+	case <-time.After(drainWait):
 	}
-	return EndConnectionLost
+	switch {
+	case !errors.Is(s.sh.Err(), shell.ErrShellExited):
+		return EndConnectionLost
+	case s.sh.EndedByHuman():
+		return EndHumanExit
+	}
+	return EndShellExited
 }
+
+// drainWait bounds the wait for a dead shell's terminal to be read out.
+const drainWait = 3 * time.Second
 
 func newToken(n int) (string, error) {
 	b := make([]byte, n)

@@ -28,12 +28,25 @@ const (
 	stageTimeout = 5 * time.Second
 )
 
+// What holds a busy shell (BusyError.Kind).
+const (
+	BusyAgent        = "agent_command" // the agent's own command runs
+	BusyHuman        = "human_command" // a command the human started runs
+	BusyPartialLine  = "partial_line"  // the human has half typed a line
+	BusyContinuation = "continuation"  // the human is in a multi-line command
+	BusyNotIdle      = "not_idle"      // the shell shows no idle prompt
+)
+
 // BusyError says why the shell cannot take an agent command now.
 type BusyError struct {
+	// Kind is one of the Busy constants.
+	Kind string
 	// Reason is one sentence for the agent.
 	Reason string
 	// Command is the running command line, when known.
 	Command string
+	// CommandID names the running command, when one runs.
+	CommandID string
 	// Line is the human's half-typed line, when that is the reason.
 	Line string
 	// Since is when the running command started, when known.
@@ -41,6 +54,20 @@ type BusyError struct {
 }
 
 func (e *BusyError) Error() string { return "session busy: " + e.Reason }
+
+// busyRunning is the BusyError for a running command; s.mu is held.
+func (s *Shell) busyRunning() *BusyError {
+	if a := s.agent; a != nil {
+		return &BusyError{Kind: BusyAgent, Reason: "an agent command is still running", Command: a.rec.Command, CommandID: a.rec.ID, Since: a.rec.Started}
+	}
+	return s.busyHuman()
+}
+
+// busyHuman is the BusyError for the human's running command; s.mu is held.
+func (s *Shell) busyHuman() *BusyError {
+	h := s.human
+	return &BusyError{Kind: BusyHuman, Reason: "a command the human started is still running", Command: h.rec.Command, CommandID: h.rec.ID, Since: h.rec.Started}
+}
 
 // TimeoutError is returned by Exec when the command outlived its timeout.
 // The command keeps running; Partial holds the output so far.
@@ -119,7 +146,12 @@ type agentRun struct {
 	incomplete bool           // bash asked for a continuation line
 	tentative  [2]*term.Event // end marks read while a program held the terminal
 	lastOut    []byte         // the end of the output, both streams, for lastLine
-	onOutput   func(stream int, p []byte)
+	// later is viewer input from an interrupt key on, held until the
+	// command has started; releasing while it is being sent.
+	later     []byte
+	releasing bool
+	started   bool // the start mark came: the line runs
+	onOutput  func(stream int, p []byte)
 }
 
 // Exec runs command in the shared shell, typed at the prompt so the human
@@ -210,14 +242,12 @@ func (s *Shell) claim(ctx context.Context, command string, o ExecOptions) (*agen
 		return nil, s.err
 	}
 	switch {
-	case s.agent != nil:
-		return nil, &BusyError{Reason: "an agent command is still running", Command: s.agent.rec.Command, Since: s.agent.rec.Started}
-	case s.human != nil:
-		return nil, &BusyError{Reason: "a command the human started is still running", Command: s.human.rec.Command, Since: s.human.rec.Started}
+	case s.agent != nil || s.human != nil:
+		return nil, s.busyRunning()
 	case s.cont:
-		return nil, &BusyError{Reason: "the human is in the middle of a multi-line command"}
+		return nil, &BusyError{Kind: BusyContinuation, Reason: "the human is in the middle of a multi-line command"}
 	case !s.ready || !s.idlePrompt():
-		return nil, &BusyError{Reason: "the shell is not at an idle prompt"}
+		return nil, &BusyError{Kind: BusyNotIdle, Reason: "the shell is not at an idle prompt"}
 	}
 	if o.Admit != nil {
 		if err := o.Admit(); err != nil {
@@ -252,11 +282,18 @@ func (s *Shell) stage(ctx context.Context, a *agentRun, limit time.Duration) err
 	s.mu.Lock()
 	err = s.waitUntil(ctx, limit, func() bool { return a.reply != "" || a.preempt })
 	reply, line, preempt := a.reply, a.busyLine, a.preempt
+	var busy *BusyError
+	if preempt && s.human != nil {
+		busy = s.busyHuman()
+	}
 	s.mu.Unlock()
 	switch {
 	case preempt:
 		s.abandon(a)
-		return &BusyError{Reason: "a command the human started is still running"}
+		if busy == nil {
+			busy = &BusyError{Kind: BusyHuman, Reason: "a command the human started is still running"}
+		}
+		return busy
 	case errors.Is(err, errDeadline):
 		s.abandon(a)
 		return fmt.Errorf("exec: the shell did not take the command within %s (is the shell stuck in a key binding or slow PROMPT_COMMAND?)", limit)
@@ -265,7 +302,7 @@ func (s *Shell) stage(ctx context.Context, a *agentRun, limit time.Duration) err
 		return fmt.Errorf("exec: %w", err)
 	case reply == "busy":
 		s.abandon(a)
-		return &BusyError{Reason: "the human has typed a partial command line", Line: line}
+		return &BusyError{Kind: BusyPartialLine, Reason: "the human has typed a partial command line", Line: line}
 	case reply != "staged":
 		s.abandon(a)
 		return fmt.Errorf("exec: %w: the shell could not read the staged command", ErrCaptureFailed)
@@ -279,12 +316,97 @@ func (s *Shell) stage(ctx context.Context, a *agentRun, limit time.Duration) err
 	// The line leaves the prompt; its C mark goes to the relay, not the
 	// terminal, so say so here. The next command waits for the next prompt.
 	s.promptUp, s.fresh, s.promptDue, s.lateInput = false, false, true, false
+	for _, h := range s.held {
+		if h.intr != "" {
+			// Sent right after the line: it interrupts the agent's command.
+			a.rec.Interrupt = &Interrupt{By: "human", Key: h.intr, Viewer: h.viewer}
+		}
+	}
 	held := s.takeHeld()
+	// An interrupt key acts the moment the terminal receives it, and
+	// drops what the shell has not read yet, the accept key included: it
+	// waits, with what follows it, until the command has started.
+	if i := bytes.IndexAny(held, interruptKeys); i >= 0 {
+		held, a.later = held[:i], held[i:]
+	}
 	s.mu.Unlock()
 	if _, err := s.conn.Write(append([]byte(keyAccept), held...)); err != nil {
 		return fmt.Errorf("exec: accept: %w", err)
 	}
 	return nil
+}
+
+// interrupt presses Ctrl-C for the agent's command once a program of it
+// holds the terminal (see releaseLater): a Ctrl-C before the line runs
+// would abort it unseen, and drop the keys the shell had not read yet.
+func (s *Shell) interrupt(a *agentRun) error {
+	s.writeMu.Lock()
+	s.mu.Lock()
+	if a.phase == phaseAccepted {
+		a.later = append(a.later, 3)
+		if a.started {
+			s.releaseLater(a)
+		}
+		s.mu.Unlock()
+		s.writeMu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
+	defer s.writeMu.Unlock()
+	_, err := s.conn.Write([]byte{3})
+	return err
+}
+
+// awaitProgram waits, briefly, until a program of the agent's command
+// holds the terminal: bash prints the start mark before it forks, and a
+// Ctrl-C that reaches bash in that gap interrupts nothing (bash waits for
+// its child and acts only if the child died of it). Without a way to see
+// the foreground (SSH) it waits a moment instead.
+func (s *Shell) awaitProgram(a *agentRun) {
+	fr, ok := s.conn.(ForegroundReporter)
+	if !ok {
+		time.Sleep(50 * time.Millisecond)
+		return
+	}
+	for deadline := time.Now().Add(200 * time.Millisecond); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		s.mu.Lock()
+		done := a.phase == phaseDone
+		s.mu.Unlock()
+		if fg, err := fr.ShellInForeground(); done || err != nil || !fg {
+			// bash hands the child the terminal before the child restores
+			// the default SIGINT and execs: give it a moment to.
+			if !done && err == nil {
+				time.Sleep(20 * time.Millisecond)
+			}
+			return
+		}
+	}
+}
+
+// interruptKeys are the keys a terminal turns into signals: Ctrl-C,
+// Ctrl-Z and Ctrl-\.
+const interruptKeys = "\x03\x1a\x1c"
+
+// releaseLater sends the viewer input held back until the agent's command
+// started (or ended); s.mu is held. It writes on its own goroutine, under
+// the write lock, and input that comes meanwhile queues behind it.
+func (s *Shell) releaseLater(a *agentRun) {
+	if len(a.later) == 0 || a.releasing {
+		return
+	}
+	a.releasing = true
+	go func() {
+		s.awaitProgram(a)
+		s.writeMu.Lock()
+		defer s.writeMu.Unlock()
+		s.mu.Lock()
+		b := a.later
+		a.later, a.releasing = nil, false
+		s.mu.Unlock()
+		if _, err := s.conn.Write(b); err != nil {
+			s.log.Warn("shell: send held input", "err", err)
+		}
+	}()
 }
 
 // abandon gives up a run that never reached the accept key and releases
@@ -388,14 +510,23 @@ func (s *Shell) Cancel(ctx context.Context, grace time.Duration) (Record, error)
 	if a == nil {
 		return Record{}, ErrNotRunning
 	}
-	steps := []func() error{
-		func() error { _, err := s.writePTY([]byte{3}); return err },
-		func() error { return s.conn.SignalForeground(ctx, pid, syscall.SIGTERM) },
-		func() error { return s.conn.SignalForeground(ctx, pid, syscall.SIGKILL) },
+	steps := []struct {
+		how  Interrupt
+		send func() error
+	}{
+		{Interrupt{By: "agent", Key: "Ctrl-C"}, func() error { return s.interrupt(a) }},
+		{Interrupt{By: "agent", Key: "Ctrl-C", Signal: "SIGTERM"}, func() error { return s.conn.SignalForeground(ctx, pid, syscall.SIGTERM) }},
+		{Interrupt{By: "agent", Key: "Ctrl-C", Signal: "SIGKILL"}, func() error { return s.conn.SignalForeground(ctx, pid, syscall.SIGKILL) }},
 	}
 	for _, step := range steps {
+		s.mu.Lock()
+		if a.phase != phaseDone {
+			how := step.how
+			a.rec.Interrupt = &how
+		}
+		s.mu.Unlock()
 		// No foreground job means the command just ended: wait for its end.
-		if err := step(); err != nil && !errors.Is(err, ErrNoForeground) {
+		if err := step.send(); err != nil && !errors.Is(err, ErrNoForeground) {
 			return Record{}, fmt.Errorf("cancel: %w", err)
 		}
 		s.mu.Lock()

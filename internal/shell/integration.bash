@@ -23,7 +23,19 @@ if [ -z "$__tandem_dir" ]; then
 fi
 mkfifo -m 600 "$__tandem_dir/in" "$__tandem_dir/out" "$__tandem_dir/err"
 exec {__tandem_fi}<>"$__tandem_dir/in" {__tandem_fo}<>"$__tandem_dir/out" {__tandem_fe}<>"$__tandem_dir/err"
-trap '[ -n "${__tandem_own_dir:-}" ] && rm -rf -- "$__tandem_dir"' EXIT
+# On exit: a human's last command line (exit, Ctrl-D) still reports its
+# line and status, then the run dir goes if the rc made it.
+__tandem_exit() {
+	local s=$?
+	if [[ ${__tandem_agent-} != 1 && -n ${__tandem_N-} ]]; then
+		{
+			[[ ${__tandem_ran-} == 1 ]] && __tandem_pc "$s"
+			printf '\033]633;X;exit%s' "$__tandem_N"
+		} >/dev/tty 2>/dev/null
+	fi
+	[ -n "${__tandem_own_dir:-}" ] && rm -rf -- "$__tandem_dir"
+}
+trap __tandem_exit EXIT
 
 # Marks. Variables hold the nonce; PS0/PS1 name them only.
 __tandem_A=$'\033]133;A;n='$__tandem_n$'\007'
@@ -213,10 +225,21 @@ else
 	PROMPT_COMMAND=(__tandem_pc ${PROMPT_COMMAND:+"$PROMPT_COMMAND"} __tandem_tail)
 fi
 
-for __tandem_m in emacs vi-insert; do
+# The human's line, as readline accepts it (Enter runs this, then
+# accept-line): tandem names a human command while it runs, before its E
+# mark comes at the end.
+__tandem_line() {
+	__tandem_esc "$READLINE_LINE"
+	printf '\033]633;X;line;text=%s%s' "$__tandem_r" "$__tandem_N" >/dev/tty
+}
+
+for __tandem_m in emacs vi-insert vi-command; do
 	bind -m "$__tandem_m" -x '"\e[9001~": __tandem_stage'
 	bind -m "$__tandem_m" '"\e[9002~": accept-line'
 	bind -m "$__tandem_m" -x '"\e[9003~": __tandem_unstage'
+	bind -m "$__tandem_m" -x '"\e[9004~": __tandem_line'
+	bind -m "$__tandem_m" '"\C-m": "\e[9004~\e[9002~"'
+	bind -m "$__tandem_m" '"\C-j": "\e[9004~\e[9002~"'
 done
 unset __tandem_m
 

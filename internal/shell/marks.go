@@ -36,6 +36,9 @@ func (s *Shell) event(e *term.Event) {
 		s.private(e)
 	case term.InputStart:
 		s.confirmEnds()
+		if s.fresh {
+			s.typed = nil // a new command line starts
+		}
 		switch {
 		case s.fresh:
 			s.promptDrawn()
@@ -52,7 +55,13 @@ func (s *Shell) event(e *term.Event) {
 			s.lastUse = time.Now()
 			return
 		}
-		c, ok := s.useCredit()
+		// The Enter that submitted the line was taken when readline
+		// accepted it (the line mark); without line marks (Enter rebound),
+		// take one now.
+		c, ok := s.typedBy, s.typedOK
+		if len(s.typed) == 0 {
+			c, ok = s.useCredit()
+		}
 		if !ok && s.agent != nil {
 			// While the agent's line is captured, bash prints PS0 into the
 			// relay: a C on the terminal without a viewer's Enter is a
@@ -67,6 +76,9 @@ func (s *Shell) event(e *term.Event) {
 			a.preempt = true // the human's type-ahead ran first
 		}
 		s.human = s.newHumanRun(c.viewer, !ok)
+		// Named now by the lines readline accepted; E names it at the end.
+		s.human.rec.Command = strings.Join(s.typed, "\n")
+		s.typed = nil
 		if s.opts.OnStart != nil {
 			s.opts.OnStart(s.human.rec)
 		}
@@ -103,13 +115,7 @@ func (s *Shell) event(e *term.Event) {
 			s.cwd = e.Text
 		}
 		s.fresh = true
-		ranHuman := s.human != nil
 		s.finishHuman()
-		if !ranHuman && !s.promptDue {
-			// A line that ran nothing (empty, a comment, a syntax error)
-			// used its Enter too.
-			s.useCredit()
-		}
 	case term.PromptStart:
 		if s.promptDue && s.agent == nil && s.human == nil {
 			// The prompt after an agent command (even if the user's hooks
@@ -157,16 +163,31 @@ func (s *Shell) private(e *term.Event) {
 			// A line tandem stopped waiting for: it must never run.
 			go func() { _, _ = s.writePTY([]byte(keyUnstage)) }()
 		}
+	case "exit":
+		// The shell's exit hook: no agent line was running, so the human
+		// ended it (exit, Ctrl-D).
+		s.exitMark = true
+	case "line":
+		// A line readline accepted at a prompt, on a viewer's Enter: the
+		// command about to run, or one line of it if it continues, or an
+		// empty line that runs nothing.
+		if s.human == nil && s.agent == nil {
+			s.promptUp = false // the line left the prompt; the next prompt says when it is done
+			c, ok := s.useCredit()
+			if len(s.typed) == 0 {
+				s.typedBy, s.typedOK = c, ok
+			}
+			s.typed = append(s.typed, e.Fields["text"])
+		}
 	case "hist":
 		// The lines of a multi-line buffer, sent just before its E mark.
 		if s.human != nil {
 			s.human.lines = historyLines(e.Fields["text"])
 		}
 	case "ps2":
-		// A continuation line: it used an Enter, and the line goes on.
+		// A continuation line: the command line goes on.
 		s.cont = true
 		s.promptUp = false
-		s.useCredit()
 	}
 }
 

@@ -158,3 +158,50 @@ func TestMultiLineInputShapes(t *testing.T) {
 		})
 	}
 }
+
+// TestHumanInterruptsTheAgent: a viewer's Ctrl-C on the agent's command,
+// typed at any moment from the staging of its line on, interrupts the
+// command and says who pressed it. (A Ctrl-C that reached the terminal
+// right behind the accept key aborted the line unseen and dropped the
+// key, leaving the call waiting for ever; one in the gap before the
+// program ran reached only bash.)
+func TestHumanInterruptsTheAgent(t *testing.T) {
+	for name, dial := range dialers(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := start(t, dial(t))
+			ctx := shell.WithViewer(context.Background(), "bob")
+			for round := range 10 {
+				done := make(chan shell.Record, 1)
+				errc := make(chan error, 1)
+				go func() {
+					rec, err := h.sh.Exec(ctx, "echo started; sleep 30", shell.ExecOptions{Timeout: 15 * time.Second})
+					done <- rec
+					errc <- err
+				}()
+				// The moment the viewers see the line (while it is staged),
+				// or a little later.
+				wctx, cancel := context.WithCancel(ctx)
+				seen := ""
+				_ = h.sh.Watch(wctx, func(p []byte) error {
+					if seen += string(p); strings.Count(seen, "echo started; sleep 30") > round {
+						cancel()
+					}
+					return nil
+				})
+				time.Sleep(time.Duration(round%4) * 3 * time.Millisecond)
+				if err := h.sh.Input(ctx, []byte{3}); err != nil {
+					t.Fatal(err)
+				}
+				rec, err := <-done, <-errc
+				if err != nil {
+					t.Fatalf("round %d: %v", round, err)
+				}
+				if rec.ExitCode != 130 || rec.Interrupt == nil || rec.Interrupt.By != "human" || rec.Interrupt.Key != "Ctrl-C" || rec.Interrupt.Viewer != "bob" {
+					t.Fatalf("round %d: exit %d, interrupt %+v", round, rec.ExitCode, rec.Interrupt)
+				}
+			}
+			h.idle(t)
+		})
+	}
+}

@@ -196,6 +196,8 @@ func (s *Shell) relayEvent(stream int, ev *term.Event, fg bool) {
 		*st = streamCapture
 		a.echoTail = nil
 		s.showEarly(a)
+		a.started = true
+		s.releaseLater(a) // the command runs: a held Ctrl-C can reach it
 	case ev.Kind == term.PromptStart && *st == streamCapture:
 		// A prompt drawn into the capture: PROMPT_COMMAND no longer runs
 		// tandem's hook, so fds 1 and 2 were never given back. Unstage
@@ -309,6 +311,7 @@ func (s *Shell) finishAgent(a *agentRun) {
 	_ = a.rec.Stdout.Close()
 	_ = a.rec.Stderr.Close()
 	a.phase = phaseDone
+	s.releaseLater(a) // a line that never started: the keys go to the prompt
 	if s.agent == a {
 		s.agent = nil
 		if s.lateInput {

@@ -134,13 +134,21 @@ type Shell struct {
 	// credits are the Enter keys viewers sent that no line of the shell's
 	// used yet, oldest first: each may start one human command. While
 	// any is left the prompt is not idle (a typed-ahead line is coming).
-	credits    []credit
-	keys       keyScanner
-	lastUse    time.Time // when the shell last showed it read a line (a prompt, C, PS2)
-	inputAt    time.Time
-	eofAt      time.Time // when a viewer last pressed Ctrl-D at the prompt
-	fgShell    bool      // the last PTY read happened with the shell in the foreground
-	holdOut    bool      // PTY output held until the relay catches up
+	credits []credit
+	keys    keyScanner
+	lastUse time.Time // when the shell last showed it read a line (a prompt, C, PS2)
+	inputAt time.Time
+	eofAt   time.Time // when a viewer last pressed Ctrl-D at the prompt
+	// humanExit: the shell exited while a human command ran, or after a
+	// viewer's Ctrl-D at the prompt.
+	humanExit  bool
+	typed      []string      // the lines readline accepted for the next command
+	typedBy    credit        // the Enter that submitted its first line
+	typedOK    bool          // typedBy is a viewer's Enter
+	exitMark   bool          // the shell's exit hook ran outside an agent line
+	drained    chan struct{} // closed when readPTY has returned
+	fgShell    bool          // the last PTY read happened with the shell in the foreground
+	holdOut    bool          // PTY output held until the relay catches up
 	heldOut    []byte
 	scrollback *term.Ring
 	live       *term.Ring // recent output, read by viewers at their own offsets
@@ -153,7 +161,7 @@ type Shell struct {
 // Start launches the integrated shell on conn and waits until it shows its
 // first prompt with the relay connected. On error conn is closed.
 func Start(ctx context.Context, d Dialer, opts *Options) (*Shell, error) {
-	s := &Shell{viewers: map[*viewer]struct{}{}}
+	s := &Shell{viewers: map[*viewer]struct{}{}, drained: make(chan struct{})}
 	if opts != nil {
 		s.opts = *opts
 	}

@@ -74,17 +74,53 @@ func (s *Shell) readPTY() {
 			case <-s.conn.Done():
 			case <-time.After(endReasonWait):
 			}
-			if cerr := s.conn.Err(); cerr != nil {
-				s.fail(cerr)
-			} else if !errors.Is(err, io.EOF) {
-				s.fail(err)
-			} else {
-				s.fail(nil)
+			why := s.conn.Err()
+			if why == nil && !errors.Is(err, io.EOF) {
+				why = err
 			}
+			s.endHuman(why)
+			s.fail(why)
+			close(s.drained)
 			return
 		}
 	}
 }
+
+// endHuman files the human command that was running when the terminal
+// ended (exit, Ctrl-D, a killed shell): its end mark, if the shell's exit
+// hook sent one, is in; otherwise the shell's own exit status is its
+// status. It notes whether the human ended the shell.
+func (s *Shell) endHuman(why error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var exit *ExitError
+	if !errors.As(why, &exit) {
+		return
+	}
+	h := s.human
+	s.humanExit = s.agent == nil && (h != nil || s.exitMark || time.Since(s.eofAt) < endReasonWait+time.Second)
+	if h == nil {
+		return
+	}
+	if !h.ended {
+		h.ended = true
+		h.rec.ExitCode, h.rec.ExitKnown = exit.Status, exit.Signal == ""
+		h.rec.Duration = time.Since(h.rec.Started)
+	}
+	s.finishHuman()
+}
+
+// EndedByHuman reports whether the shell exited while a human command ran
+// or right after a viewer's Ctrl-D at the prompt: a human ended it.
+func (s *Shell) EndedByHuman() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.humanExit
+}
+
+// Drained is closed once the terminal has ended and everything it showed
+// was read, its last command filed included.
+func (s *Shell) Drained() <-chan struct{} { return s.drained }
 
 // shellInForeground samples, right after a read, whether the shell holds
 // the terminal, for chunks that can carry marks. Without a way to tell
@@ -207,8 +243,20 @@ func (s *Shell) Input(ctx context.Context, p []byte) error {
 	if a := s.agent; a != nil && a.phase >= phaseAccepted && ks.intr != "" {
 		a.rec.Interrupt = &Interrupt{By: "human", Key: ks.intr, Viewer: viewer}
 	}
+	if a := s.agent; a != nil && a.phase == phaseAccepted && (len(a.later) > 0 || ks.intr != "") {
+		// An interrupt key for the agent's command waits until a program
+		// of it holds the terminal (see stage and releaseLater), and what
+		// follows it waits behind it.
+		a.later = append(a.later, p...)
+		if a.started {
+			s.releaseLater(a)
+		}
+		s.addCredits(viewer, ks.enters, now)
+		s.mu.Unlock()
+		return nil
+	}
 	if a := s.agent; a != nil && a.phase < phaseAccepted {
-		s.held = append(s.held, heldInput{p: bytes.Clone(p), viewer: viewer, enters: ks.enters})
+		s.held = append(s.held, heldInput{p: bytes.Clone(p), viewer: viewer, enters: ks.enters, intr: ks.intr})
 		s.mu.Unlock()
 		return nil
 	}
@@ -225,6 +273,7 @@ type heldInput struct {
 	p      []byte
 	viewer string
 	enters int
+	intr   string // the last interrupt key in p
 }
 
 // staleCredits is how long an Enter may wait unused while the shell shows
