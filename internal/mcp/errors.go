@@ -218,9 +218,9 @@ func (s *Server) gateFailure(c session.Caller, g *session.GateError) *failure {
 // (command, exit code, commandId), and those that fit neither way are
 // counted, with the whole history one ssh_read_output away.
 const (
-	gateWhole        = 20       // the most commands shown whole
-	gateCommandBytes = 4 << 10  // a whole entry's command text at most
-	gateCompactBytes = 256      // a compact entry's command text at most
+	gateWhole        = 20      // the most commands shown whole
+	gateCommandBytes = 4 << 10 // a whole entry's command text at most
+	gateCompactBytes = 256     // a compact entry's command text at most
 )
 
 // gateFields renders the human's commands that a gate reply reports, in

@@ -238,7 +238,6 @@ func (m *Manager) watch(s *Session) {
 	m.end(s, s.deathReason())
 }
 
-
 // Lookup returns the caller's session if the token matches. Every failure
 // that could reveal another caller's session is ErrInvalidToken.
 func (m *Manager) Lookup(c Caller, name, token string) (*Session, error) {
