@@ -118,6 +118,7 @@ func TestGoldenReplies(t *testing.T) {
 		{"exec_ok", "ssh_exec", args(map[string]any{"command": "cd /tmp && echo out && echo err >&2"})},
 		{"exec_nonzero", "ssh_exec", args(map[string]any{"command": "(exit 3)"})},
 		{"exec_binary", "ssh_exec", args(map[string]any{"command": `printf '\377\000'`})},
+		{"exec_lossy", "ssh_exec", args(map[string]any{"command": `printf 'caf\351\n'; printf '\r1%%\r2%%\rdone\n' >&2`})},
 		{"exec_large", "ssh_exec", args(map[string]any{"command": "seq 1 40"})},
 		{"exec_missing_token", "ssh_exec", map[string]any{"sessionName": "gold", "command": "true"}},
 		{"exec_invalid_token", "ssh_exec", map[string]any{"sessionName": "gold", "sessionToken": "nope", "command": "true"}},

@@ -118,7 +118,7 @@ func (s *Server) readOutput(ctx context.Context, c session.Caller, a readOutputA
 	}
 	if !utf8.Valid(data) {
 		// Keep text for text cut mid-character at the end of the window.
-		if n := utf8Cut(data, len(data)); n > 0 && off+int64(len(data)) < total && utf8.Valid(data[:n]) {
+		if n := wholeRunes(data, len(data)); n > 0 && off+int64(len(data)) < total && utf8.Valid(data[:n]) {
 			data = data[:n]
 		}
 	}
