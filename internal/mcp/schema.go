@@ -192,9 +192,11 @@ var (
 	readOutputSchema = inputSchema(merge(sessionProps, schema{
 		"commandId": typed("string", "The commandId of an ssh_exec, ssh_cancel or user_activity_detected reply: the agent's commands and the human's alike."),
 		"stream":    schema{"type": "string", "enum": []string{"stdout", "stderr"}, "default": "stdout", "description": "Which stream to read."},
-		"offset":    typed("integer", "Byte offset to start at (default 0); negative counts from the end, e.g. -2000 for the last 2000 bytes."),
-		"maxBytes":  merge(typed("integer", "The most bytes to return (default: the inline budget, at most 1 MiB)."), schema{"minimum": 1, "maximum": readMaxBytes}),
+		"offset":    typed("integer", "Byte offset to start at (default 0), e.g. a reply's nextOffset; negative counts from the end, e.g. -2000 for the last 2000 bytes. With grep: lines that start here or later."),
+		"maxBytes":  merge(typed("integer", "The most bytes of the stream to return (default: the inline budget, at most 1 MiB). With grep: the most JSON the whole reply may take, though one line always comes."), schema{"minimum": 1, "maximum": readMaxBytes}),
+		"encoding":  schema{"type": "string", "enum": []string{"text", "base64"}, "default": "text", "description": "text: data as text, bytes that are not UTF-8 shown as U+FFFD (lossy), or base64 when mostly binary; base64: the exact bytes, base64-encoded. Not with grep."},
 		"grep":      typed("string", "An RE2 pattern: return the matching lines with their line numbers instead of raw bytes."),
+		"context":   merge(typed("integer", "With grep: how many lines before and after each match to return too (default 0), like grep -C; overlapping context is returned once."), schema{"minimum": 0, "maximum": grepContextMax}),
 	}), "sessionName", "sessionToken", "commandId")
 
 	emptySchema = inputSchema(schema{})
