@@ -202,3 +202,32 @@ func TestTruncatedReplyReads(t *testing.T) {
 		last = i
 	}
 }
+
+// TestGateRepliesReadable: a human's commands in the gate reply are
+// rendered as the agent's are: a Latin-1 byte shows as U+FFFD with
+// stdoutLossy, a progress bar as its last frame.
+func TestGateRepliesReadable(t *testing.T) {
+	f := newServer(t, 0)
+	c := f.client(t)
+	s := connect(t, c, "gate")
+	mcptest.MustOK(t, exec(t, c, s, "true"))
+	url := mcptest.Str(mcptest.MustOK(t, c.Call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": s.Name, "sessionToken": s.Token}))["monitoringUrl"])
+	sess, ok := f.sessions.ByMonitorKey(url[strings.LastIndex(url, "/")+1:])
+	if !ok {
+		t.Fatal("no session for the monitoring key")
+	}
+	if err := sess.Input(context.Background(), []byte("printf 'caf\\351 %s\\n' human; for i in 1 2 3; do printf '\\rstep %d' $i; done; echo\r")); err != nil {
+		t.Fatal(err)
+	}
+	waitScreen(t, sess, func(seen string) bool {
+		i := strings.LastIndex(seen, "step 3\r\n")
+		return i >= 0 && (strings.Contains(seen[i:], "$ ") || strings.Contains(seen[i:], "# "))
+	})
+	g := mcptest.WantError(t, exec(t, c, s, "true"), "user_activity_detected")
+	uc := g["userCommands"].([]any)[0].(map[string]any)
+	out := mcptest.Str(uc["stdout"])
+	if uc["stdoutEncoding"] != nil || uc["stdoutLossy"] != true || !strings.Contains(out, "caf\uFFFD human\n") ||
+		!strings.Contains(out, "step 3\n") || strings.Contains(out, "step 2") || uc["stdoutFramesCollapsed"] != 3.0 {
+		t.Fatalf("human command: %s", mcptest.Short(uc))
+	}
+}
