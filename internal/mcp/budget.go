@@ -197,9 +197,10 @@ func readRange(f capture, off, n int64) []byte {
 // byteCosts is the length each byte of b adds to the JSON string of its
 // text (validText) as encoding/json writes it (HTML-safe): a byte that is
 // not valid UTF-8 becomes U+FFFD, three bytes; a U+2028 or U+2029 becomes
-// a six-byte escape, counted on its first byte.
-func byteCosts(b []byte) []int {
-	c := make([]int, len(b))
+// a six-byte escape, counted on its first byte. A cost fits a byte: the
+// slice is an eighth of what []int would take, for a window of the budget.
+func byteCosts(b []byte) []uint8 {
+	c := make([]uint8, len(b))
 	for i := 0; i < len(b); {
 		x := b[i]
 		if x < utf8.RuneSelf {
@@ -224,7 +225,7 @@ func byteCosts(b []byte) []int {
 }
 
 // asciiCost is the JSON length of one ASCII byte.
-func asciiCost(x byte) int {
+func asciiCost(x byte) uint8 {
 	switch {
 	case x == '"' || x == '\\' || x == '\n' || x == '\r' || x == '\t':
 		return 2
@@ -242,7 +243,7 @@ func jsonCost(text []byte) int {
 		x := text[i]
 		switch {
 		case x < utf8.RuneSelf:
-			n += asciiCost(x)
+			n += int(asciiCost(x))
 		case x == 0xE2 && i+2 < len(text) && text[i+1] == 0x80 && (text[i+2] == 0xA8 || text[i+2] == 0xA9):
 			n += 6
 			i += 2
@@ -257,10 +258,10 @@ func jsonCost(text []byte) int {
 func fitPrefix(b []byte, budget int) int {
 	costs, used := byteCosts(b), 0
 	for i, c := range costs {
-		if used+c > budget {
+		if used+int(c) > budget {
 			return i
 		}
-		used += c
+		used += int(c)
 	}
 	return len(b)
 }
@@ -270,10 +271,10 @@ func fitPrefix(b []byte, budget int) int {
 func fitSuffix(b []byte, budget int) int {
 	costs, used := byteCosts(b), 0
 	for i := len(b) - 1; i >= 0; i-- {
-		if used+costs[i] > budget {
+		if used+int(costs[i]) > budget {
 			return i + 1
 		}
-		used += costs[i]
+		used += int(costs[i])
 	}
 	return 0
 }

@@ -243,3 +243,20 @@ func TestTrimLines(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPlanFlood: laying out the reply of seq 1 100000 (589 KB) under
+// the default budget: the scan for redraws, the head and tail windows and
+// their rendering.
+func BenchmarkPlanFlood(b *testing.B) {
+	var buf bytes.Buffer
+	for i := 1; i <= 100000; i++ {
+		fmt.Fprintf(&buf, "%d\n", i)
+	}
+	s := testServer(32 << 10)
+	for b.Loop() {
+		p := s.plan(session.Caller{})
+		p.add(reply{}, "c", "stdout", memCapture{buf.Bytes()})
+		p.add(reply{}, "c", "stderr", memCapture{nil})
+		p.fill()
+	}
+}
