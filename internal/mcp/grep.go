@@ -71,7 +71,7 @@ func grep(ctx context.Context, r reply, q grepQuery, done bool) error {
 	r["nextOffset"], r["message"], r["success"] = q.total, grepMore, true
 	base, err := r.MarshalJSON()
 	if err != nil {
-		return err
+		return fmt.Errorf("grep: %w", err)
 	}
 	g := &grepper{q: q, used: len(base), next: q.total}
 	if err := g.scan(ctx); err != nil {
@@ -92,7 +92,9 @@ func grep(ctx context.Context, r reply, q grepQuery, done bool) error {
 	return nil
 }
 
-// scan reads the stream line by line, from its start to count lines.
+// scan reads the stream line by line, from its start, to number the
+// lines; those before the offset are only counted, and the last few kept
+// in mind for the context they may owe.
 func (g *grepper) scan(ctx context.Context) error {
 	q := g.q
 	br := bufio.NewReaderSize(io.NewSectionReader(readerAt{q.f}, 0, q.total), int(min(max(q.total, 16), 64<<10)))
