@@ -52,6 +52,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeArgs -fuzztime 30s ./internal/mcp/
 	$(GO) test -run '^$$' -fuzz FuzzStdioLines -fuzztime 30s ./internal/mcp/
 	$(GO) test -run '^$$' -fuzz FuzzPlan -fuzztime 30s ./internal/mcp/
+	$(GO) test -run '^$$' -fuzz FuzzCollapseFrames -fuzztime 30s ./internal/mcp/
+	$(GO) test -run '^$$' -fuzz FuzzGrep -fuzztime 30s ./internal/mcp/
 	$(GO) test -run '^$$' -fuzz FuzzInflightBody -fuzztime 30s ./internal/mcp/
 	$(GO) test -run '^$$' -fuzz FuzzOutput -fuzztime 30s ./internal/recording/
 	$(GO) test -run '^$$' -fuzz FuzzVerify -fuzztime 30s ./internal/claim/

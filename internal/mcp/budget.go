@@ -1,7 +1,6 @@
 package mcp
 
 import (
-	"encoding/base64"
 	"fmt"
 	"io"
 	"sort"
@@ -23,9 +22,9 @@ type capture interface {
 
 // plan lays out every output stream of one reply under one budget: the
 // JSON size of all inline output together stays within InlineOutputBytes.
-// A stream that fits goes inline whole; one that does not gets its exact
-// head and a tail at least as long, its size, and a resource. No marker
-// text is ever put inside the output.
+// A stream whose text (render) fits goes inline whole; one that does not
+// gets a head and a tail at least as long, cut on line boundaries, its
+// size, and a resource. No marker text is ever put inside the output.
 type plan struct {
 	s     *Server
 	c     session.Caller
@@ -35,15 +34,21 @@ type plan struct {
 
 // slot is one stream waiting for its share of the budget.
 type slot struct {
-	r    reply
-	id   string
-	name string
-	f    capture
-	size int64
-	body []byte // the whole stream, read when it might fit
-	need int    // JSON cost of the whole stream inline
-	give int    // its share of the budget
+	r     reply
+	id    string
+	name  string
+	f     capture
+	size  int64
+	whole *piece // the whole stream as sent, when it might fit
+	need  int    // JSON cost of the whole stream inline
+	give  int    // its share of the budget
+	head  piece  // when cut
+	tail  piece
 }
+
+// frameScanMax is the largest stream read whole, beyond the budget, to see
+// whether it fits once its progress redraws are collapsed.
+const frameScanMax = pageBytes
 
 func (s *Server) plan(c session.Caller) *plan {
 	return &plan{s: s, c: c, limit: s.deps.InlineOutputBytes}
@@ -56,16 +61,20 @@ func (p *plan) add(r reply, id, name string, f capture) {
 
 // fill shares the budget and writes every stream into its reply. Streams
 // that fit whole are served smallest first; the rest split what is left
-// evenly, so one flood cannot starve a short error message.
+// evenly, so one flood cannot starve a short error message. Whether a
+// stream fits is decided on what would be sent: a progress bar of a
+// megabyte may fit once its redraws are dropped.
 func (p *plan) fill() {
 	limit := p.limit
 	for _, sl := range p.slots {
 		sl.size = sl.f.Size()
-		if limit <= 0 || sl.size <= int64(limit) {
-			sl.body = readRange(sl.f, 0, sl.size)
-			sl.need = inlineCost(sl.body)
-		} else {
-			sl.need = int(min(sl.size, 1<<40)) // cannot fit: its raw size alone is over the budget
+		switch {
+		case limit <= 0 || sl.size <= int64(limit),
+			sl.size <= frameScanMax && hasFrames(sl.f, sl.size):
+			w := render(readRange(sl.f, 0, sl.size))
+			sl.whole, sl.need = &w, w.cost
+		default:
+			sl.need = int(min(sl.size, 1<<40)) // cannot fit: its text is no shorter than its size
 		}
 	}
 	if limit > 0 {
@@ -73,10 +82,11 @@ func (p *plan) fill() {
 	}
 	for _, sl := range p.slots {
 		p.s.reportLoss(sl)
-		if limit <= 0 || sl.give >= sl.need {
-			putText(sl.r, sl.name, sl.body)
+		if sl.whole != nil && (limit <= 0 || sl.give >= sl.need) {
+			sl.whole.put(sl.r, sl.name)
 			continue
 		}
+		sl.whole = nil
 		p.cut(sl)
 	}
 }
@@ -95,16 +105,17 @@ func share(slots []*slot, budget int) {
 }
 
 // cut puts the head and tail of a stream that does not fit into its
-// share: first the tail (half the share), then a head no longer than the
-// tail, so the end of the output, where errors are, is never the shorter.
+// share: first the tail (half the share), then a head of no more of the
+// stream's bytes than the tail, so the end of the output, where errors
+// are, is never the shorter. Each is rendered on its own; collapsing
+// redraws only ever shortens one.
 func (p *plan) cut(sl *slot) {
 	r, name := sl.r, sl.name
-	tailBudget := sl.give - sl.give/2
-	tail, tailEnc := lastBytes(sl.f, sl.size, tailBudget)
-	headMax := min(int64(len(tail)), sl.size-int64(len(tail)))
-	head, headEnc := firstBytes(sl.f, headMax, sl.give-encodedLen(tail, tailEnc))
-	put(r, name, head, headEnc)
-	put(r, name+"Tail", tail, tailEnc)
+	sl.tail = lastPiece(sl.f, sl.size, sl.give-sl.give/2)
+	headMax := min(int64(sl.tail.raw), sl.size-int64(sl.tail.raw))
+	sl.head = firstPiece(sl.f, headMax, sl.give-sl.tail.cost)
+	sl.head.put(r, name)
+	sl.tail.put(r, name+"Tail")
 	r[name+"Bytes"] = sl.size
 	r[name+"Truncated"] = true
 	path, err := sl.f.Persist()
@@ -130,62 +141,46 @@ func (s *Server) reportLoss(sl *slot) {
 	}
 }
 
-// firstBytes is the longest prefix of the stream, at most max bytes, whose
-// JSON form fits budget; text when it is UTF-8, else base64.
-func firstBytes(f capture, max int64, budget int) ([]byte, bool) {
+// firstPiece is the stream's longest head, of at most max bytes, whose
+// text fits budget, ending after a line when one ends near the cut;
+// base64 when those bytes are mostly binary.
+func firstPiece(f capture, max int64, budget int) piece {
 	if budget <= 0 || max <= 0 {
-		return nil, false
+		return piece{}
 	}
+	// Every byte costs at least one, so no more than budget bytes fit.
 	b := readRange(f, 0, min(max, int64(budget)))
-	n := fitPrefix(b, budget)
-	n = utf8Cut(b, n)
-	if utf8.Valid(b[:n]) {
-		return b[:n], false
+	if mostlyBinary(b) {
+		return binaryPiece(b[:min(len(b), budget/4*3)])
 	}
-	return b[:min(len(b), budget/4*3)], true
+	n := fitPrefix(b, budget)
+	n = snapHead(b, wholeRunes(b, n))
+	return textPiece(b[:n])
 }
 
-// lastBytes is the shortest-start suffix of the stream whose JSON form
-// fits budget, starting on a rune; text when it is UTF-8, else base64.
-func lastBytes(f capture, size int64, budget int) ([]byte, bool) {
+// lastPiece is the stream's shortest tail whose text fits budget,
+// starting on a character, and after a line end when one is near the
+// cut; base64 when those bytes are mostly binary.
+func lastPiece(f capture, size int64, budget int) piece {
 	if budget <= 0 || size <= 0 {
-		return nil, false
+		return piece{}
 	}
 	n := min(size, int64(budget))
-	b := readRange(f, size-n, n)
+	before := min(size-n, 1) // and the byte before, to know if the tail starts a line
+	w := readRange(f, size-n-before, n+before)
+	if int64(len(w)) < before {
+		return piece{}
+	}
+	b := w[before:]
+	if mostlyBinary(b) {
+		return binaryPiece(b[max(0, len(b)-budget/4*3):])
+	}
 	st := fitSuffix(b, budget)
-	for st < len(b) && !utf8.RuneStart(b[st]) {
+	for k := 0; k < utf8.UTFMax-1 && st < len(b) && !utf8.RuneStart(b[st]); k++ {
 		st++
 	}
-	if utf8.Valid(b[st:]) {
-		return b[st:], false
-	}
-	return b[max(0, len(b)-budget/4*3):], true
-}
-
-func put(r reply, name string, b []byte, b64 bool) {
-	if b64 {
-		r[name] = base64.StdEncoding.EncodeToString(b)
-		r[name+"Encoding"] = "base64"
-		return
-	}
-	r[name] = string(b)
-}
-
-// putText sets r[name] to a whole stream, base64 with name+"Encoding" when
-// the bytes are not UTF-8, so the agent gets them exactly.
-func putText(r reply, name string, b []byte) { put(r, name, b, !utf8.Valid(b)) }
-
-func encodedLen(b []byte, b64 bool) int {
-	if b64 {
-		return base64.StdEncoding.EncodedLen(len(b))
-	}
-	return jsonCost(b)
-}
-
-// inlineCost is what a whole stream costs inline, as text or as base64.
-func inlineCost(b []byte) int {
-	return encodedLen(b, !utf8.Valid(b))
+	st = snapTail(b, st, before == 0 || w[0] == '\n')
+	return textPiece(b[st:])
 }
 
 // readRange reads n bytes at off; a stream that shrank or failed reads
@@ -202,68 +197,106 @@ func readRange(f capture, off, n int64) []byte {
 	return b[:k]
 }
 
-// byteCosts is the length each byte of b adds to its JSON string form as
-// encoding/json writes it (HTML-safe): a U+2028 or U+2029 becomes a
-// six-byte escape, counted on its first byte.
-func byteCosts(b []byte) []int {
-	c := make([]int, len(b))
-	for i := 0; i < len(b); i++ {
-		switch x := b[i]; {
-		case x == '"' || x == '\\' || x == '\n' || x == '\r' || x == '\t':
-			c[i] = 2
-		case x < 0x20 || x == '<' || x == '>' || x == '&':
-			c[i] = 6
-		case x == 0xE2 && i+2 < len(b) && b[i+1] == 0x80 && (b[i+2] == 0xA8 || b[i+2] == 0xA9):
-			c[i] = 6
-			i += 2 // the other two bytes cost nothing more
-		default:
-			c[i] = 1
+// byteCosts is the length each byte of b adds to the JSON string of its
+// text (validText) as encoding/json writes it (HTML-safe): a byte that is
+// not valid UTF-8 becomes U+FFFD, three bytes; a U+2028 or U+2029 becomes
+// a six-byte escape, counted on its first byte. A cost fits a byte: the
+// slice is an eighth of what []int would take, for a window of the budget.
+func byteCosts(b []byte) []uint8 {
+	c := make([]uint8, len(b))
+	for i := 0; i < len(b); {
+		x := b[i]
+		if x < utf8.RuneSelf {
+			c[i] = asciiCost(x)
+			i++
+			continue
 		}
+		r, n := utf8.DecodeRune(b[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			c[i] = 3
+		case r == '\u2028' || r == '\u2029':
+			c[i] = 6 // the other two bytes cost nothing more
+		default:
+			for k := range n {
+				c[i+k] = 1
+			}
+		}
+		i += n
 	}
 	return c
 }
 
-// jsonCost is the length of b's JSON string form, without the quotes.
-func jsonCost(b []byte) int {
+// asciiCost is the JSON length of one ASCII byte.
+func asciiCost(x byte) uint8 {
+	switch {
+	case x == '"' || x == '\\' || x == '\n' || x == '\r' || x == '\t':
+		return 2
+	case x < 0x20 || x == '<' || x == '>' || x == '&':
+		return 6
+	}
+	return 1
+}
+
+// jsonCost is the length of text's JSON string form, without the quotes;
+// text is valid UTF-8.
+func jsonCost(text []byte) int {
 	n := 0
-	for _, c := range byteCosts(b) {
-		n += c
+	for i := 0; i < len(text); i++ {
+		x := text[i]
+		switch {
+		case x < utf8.RuneSelf:
+			n += int(asciiCost(x))
+		case x == 0xE2 && i+2 < len(text) && text[i+1] == 0x80 && (text[i+2] == 0xA8 || text[i+2] == 0xA9):
+			n += 6
+			i += 2
+		default:
+			n++
+		}
 	}
 	return n
 }
 
-// fitPrefix is the largest n with jsonCost(b[:n]) <= budget.
+// fitPrefix is the largest n whose text b[:n] costs at most budget.
 func fitPrefix(b []byte, budget int) int {
 	costs, used := byteCosts(b), 0
 	for i, c := range costs {
-		if used+c > budget {
+		if used+int(c) > budget {
 			return i
 		}
-		used += c
+		used += int(c)
 	}
 	return len(b)
 }
 
-// fitSuffix is the smallest start with jsonCost(b[start:]) <= budget.
+// fitSuffix is the smallest start whose text b[start:] costs at most
+// budget.
 func fitSuffix(b []byte, budget int) int {
 	costs, used := byteCosts(b), 0
 	for i := len(b) - 1; i >= 0; i-- {
-		if used+costs[i] > budget {
+		if used+int(costs[i]) > budget {
 			return i + 1
 		}
-		used += costs[i]
+		used += int(costs[i])
 	}
 	return 0
 }
 
-// utf8Cut returns the largest n <= max that does not split a UTF-8 rune.
-func utf8Cut(b []byte, max int) int {
-	if max >= len(b) {
-		return len(b)
-	}
-	n := max
-	for n > 0 && n > max-utf8.UTFMax && !utf8.RuneStart(b[n]) {
-		n--
+// wholeRunes returns n, or less so that b[:n] does not end in the first
+// bytes of a character whose rest lies beyond n: cut there, they would
+// show as U+FFFD.
+func wholeRunes(b []byte, n int) int {
+	for k := 1; k < utf8.UTFMax && k <= n; k++ {
+		c := b[n-k]
+		if c < utf8.RuneSelf {
+			return n
+		}
+		if utf8.RuneStart(c) {
+			if utf8.FullRune(b[n-k : n]) {
+				return n
+			}
+			return n - k
+		}
 	}
 	return n
 }

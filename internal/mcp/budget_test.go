@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/tandem-sh/tandem/internal/session"
 )
@@ -60,8 +59,10 @@ func inlineJSON(t testing.TB, r reply) int {
 }
 
 // checkPlan lays out streams under budget and checks the contract: the
-// JSON of all inline output fits, whole streams are exact, cut streams are
-// an exact head and an exact, no shorter tail that do not overlap.
+// JSON of all inline output fits; a whole stream is its rendering; a cut
+// stream is the rendering of a head and of a tail of at least as many of
+// its bytes, which do not overlap and end (start) on a line when one ends
+// near the cut.
 func checkPlan(t testing.TB, budget int, streams ...[]byte) []reply {
 	t.Helper()
 	s := testServer(budget)
@@ -75,21 +76,24 @@ func checkPlan(t testing.TB, budget int, streams ...[]byte) []reply {
 	p.fill()
 	total := 0
 	for i, r := range rs {
-		want := streams[i]
+		want, sl := streams[i], p.slots[i]
 		total += inlineJSON(t, r)
-		head := decoded(t, r, "stdout")
 		if r["stdoutTruncated"] != true {
-			if !bytes.Equal(head, want) {
-				t.Fatalf("stream %d inline but not exact: %q want %q", i, head, want)
-			}
+			checkPiece(t, r, "stdout", want)
 			continue
 		}
-		tail := decoded(t, r, "stdoutTail")
-		if !bytes.HasPrefix(want, head) || !bytes.HasSuffix(want, tail) {
-			t.Fatalf("stream %d: head %q / tail %q not exact for %q", i, head, tail, want)
+		h, tl := sl.head.raw, sl.tail.raw
+		if tl < h || h+tl > len(want) {
+			t.Fatalf("stream %d: head %d bytes, tail %d, stream %d", i, h, tl, len(want))
 		}
-		if len(tail) < len(head) || len(head)+len(tail) > len(want) {
-			t.Fatalf("stream %d: head %d bytes, tail %d, stream %d", i, len(head), len(tail), len(want))
+		checkPiece(t, r, "stdout", want[:h])
+		checkPiece(t, r, "stdoutTail", want[len(want)-tl:])
+		if r["stdoutEncoding"] == nil && h > 0 && want[h-1] != '\n' && bytes.IndexByte(want[max(0, h-lineSnap):h], '\n') >= 0 {
+			t.Fatalf("stream %d: the head ends mid-line, %d bytes after a line end", i, h-1-bytes.LastIndexByte(want[:h], '\n'))
+		}
+		if st := len(want) - tl; r["stdoutTailEncoding"] == nil && st > 0 && want[st-1] != '\n' &&
+			bytes.IndexByte(want[st:max(st, min(len(want)-1, st+lineSnap))], '\n') >= 0 {
+			t.Fatalf("stream %d: the tail starts mid-line, before a line end at %d", i, bytes.IndexByte(want[st:], '\n'))
 		}
 		if r["stdoutBytes"] != int64(len(want)) || r["stdoutResource"] == nil {
 			t.Fatalf("stream %d: bytes %v resource %v", i, r["stdoutBytes"], r["stdoutResource"])
@@ -99,6 +103,35 @@ func checkPlan(t testing.TB, budget int, streams ...[]byte) []reply {
 		t.Fatalf("inline output is %d JSON bytes, over the budget of %d", total, budget)
 	}
 	return rs
+}
+
+// checkPiece checks that field name of r is raw as sent: the exact bytes
+// in base64, or its text with the flags that say how it differs.
+func checkPiece(t testing.TB, r reply, name string, raw []byte) {
+	t.Helper()
+	got := decoded(t, r, name)
+	if r[name+"Encoding"] == "base64" {
+		if !bytes.Equal(got, raw) {
+			t.Fatalf("%s: base64 of %q, want %q", name, got, raw)
+		}
+		return
+	}
+	text, frames := collapseFrames(raw)
+	text, replaced := validText(text)
+	if !bytes.Equal(got, text) || (r[name+"Lossy"] == true) != (replaced > 0) || r[name+"FramesCollapsed"] != nil != (frames > 0) {
+		t.Fatalf("%s: %q (lossy %v, frames %v) for %q", name, got, r[name+"Lossy"], r[name+"FramesCollapsed"], raw)
+	}
+}
+
+// progressBar is what a progress bar prints: n frames on one line, each
+// drawn over the last, and a line after it.
+func progressBar(n int) []byte {
+	var b bytes.Buffer
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "\rdownloading %d/%d", i, n)
+	}
+	b.WriteString("\ndone\n")
+	return b.Bytes()
 }
 
 func TestJSONCostMatchesEncoder(t *testing.T) {
@@ -131,6 +164,10 @@ func TestPlan(t *testing.T) {
 		{"escapes count", 64, [][]byte{bytes.Repeat([]byte("\x1b"), 20)}, []bool{true}},
 		{"multibyte never split", 31, [][]byte{[]byte(strings.Repeat("日本語", 20))}, []bool{true}},
 		{"binary", 100, [][]byte{bytes.Repeat([]byte{0xff, 0x00, 0x80}, 100)}, []bool{true}},
+		{"latin-1", 100, [][]byte{bytes.Repeat([]byte("caf\xe9 cr\xe8me\n"), 100)}, []bool{true}},
+		{"invalid bytes cost three", 17, [][]byte{bytes.Repeat([]byte("\xe9abc"), 3)}, []bool{true}},
+		{"long lines", 4096, [][]byte{bytes.Repeat([]byte(strings.Repeat("x", 3000)+"\n"), 10)}, []bool{true}},
+		{"progress bar fits collapsed", 1024, [][]byte{progressBar(20000)}, []bool{false}},
 		{"no bound", 0, [][]byte{seq(100000)}, []bool{false}},
 	}
 	for _, tc := range tests {
@@ -140,7 +177,9 @@ func TestPlan(t *testing.T) {
 				if got := r["stdoutTruncated"] == true; got != tc.cut[i] {
 					t.Errorf("stream %d cut=%v, want %v", i, got, tc.cut[i])
 				}
-				if tc.cut[i] && !utf8.Valid(tc.streams[i]) == (r["stdoutEncoding"] == nil) {
+				// Each piece is judged on its own bytes: on a long,
+				// uniform stream, alike.
+				if len(tc.streams[i]) > 1000 && mostlyBinary(tc.streams[i]) == (r["stdoutEncoding"] == nil) {
 					t.Errorf("stream %d: encoding %v", i, r["stdoutEncoding"])
 				}
 			}
@@ -174,11 +213,13 @@ func (lossy) Lost() int64 { return 5 }
 func (lossy) Err() error  { return errors.New("no space left on device") }
 
 // FuzzPlan: whatever the bytes and the budget, the inline output fits and
-// what is inline is exact.
+// what is inline is the rendering of exact parts of the stream.
 func FuzzPlan(f *testing.F) {
 	f.Add([]byte("hello\nworld\n"), []byte("err\n"), uint16(1024))
 	f.Add(bytes.Repeat([]byte("日\n\"\\<"), 300), []byte{0xff, 0xfe}, uint16(64))
 	f.Add([]byte("\u2028\u2028\u2028"), []byte(""), uint16(5))
+	f.Add(progressBar(300), []byte("caf\xe9\r\r\n"), uint16(100))
+	f.Add(bytes.Repeat([]byte("ab\rc\n"), 500), []byte("\x00\x01"), uint16(300))
 	f.Fuzz(func(t *testing.T, a, b []byte, budget uint16) {
 		checkPlan(t, int(budget), a, b)
 	})
@@ -200,5 +241,22 @@ func TestTrimLines(t *testing.T) {
 		if got := string(trimLines([]byte(tc.in), tc.max)); got != tc.want {
 			t.Errorf("trimLines(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
 		}
+	}
+}
+
+// BenchmarkPlanFlood: laying out the reply of seq 1 100000 (589 KB) under
+// the default budget: the scan for redraws, the head and tail windows and
+// their rendering.
+func BenchmarkPlanFlood(b *testing.B) {
+	var buf bytes.Buffer
+	for i := 1; i <= 100000; i++ {
+		fmt.Fprintf(&buf, "%d\n", i)
+	}
+	s := testServer(32 << 10)
+	for b.Loop() {
+		p := s.plan(session.Caller{})
+		p.add(reply{}, "c", "stdout", memCapture{buf.Bytes()})
+		p.add(reply{}, "c", "stderr", memCapture{nil})
+		p.fill()
 	}
 }

@@ -118,6 +118,7 @@ func TestGoldenReplies(t *testing.T) {
 		{"exec_ok", "ssh_exec", args(map[string]any{"command": "cd /tmp && echo out && echo err >&2"})},
 		{"exec_nonzero", "ssh_exec", args(map[string]any{"command": "(exit 3)"})},
 		{"exec_binary", "ssh_exec", args(map[string]any{"command": `printf '\377\000'`})},
+		{"exec_lossy", "ssh_exec", args(map[string]any{"command": `printf 'caf\351\n'; printf '\r1%%\r2%%\rdone\n' >&2`})},
 		{"exec_large", "ssh_exec", args(map[string]any{"command": "seq 1 40"})},
 		{"exec_missing_token", "ssh_exec", map[string]any{"sessionName": "gold", "command": "true"}},
 		{"exec_invalid_token", "ssh_exec", map[string]any{"sessionName": "gold", "sessionToken": "nope", "command": "true"}},
@@ -129,12 +130,15 @@ func TestGoldenReplies(t *testing.T) {
 		{"list_sessions", "ssh_list_sessions", map[string]any{}},
 		{"monitoring_url", "ssh_get_monitoring_url", args(nil)},
 	}
-	var large string
+	var large, lossy string
 	for _, st := range steps {
 		r := call(st.tool, st.args)
 		golden(t, st.name, r)
-		if st.name == "exec_large" {
+		switch st.name {
+		case "exec_large":
 			large = mcptest.Str(r["commandId"])
+		case "exec_lossy":
+			lossy = mcptest.Str(r["commandId"])
 		}
 	}
 	for _, st := range []struct {
@@ -142,7 +146,11 @@ func TestGoldenReplies(t *testing.T) {
 		args map[string]any
 	}{
 		{"read_output_ok", args(map[string]any{"commandId": large, "offset": -9})},
+		{"read_output_next", args(map[string]any{"commandId": large, "maxBytes": 10})},
+		{"read_output_lossy", args(map[string]any{"commandId": lossy})},
+		{"read_output_base64", args(map[string]any{"commandId": lossy, "encoding": "base64"})},
 		{"read_output_grep", args(map[string]any{"commandId": large, "grep": "^3[0-2]$"})},
+		{"read_output_grep_context", args(map[string]any{"commandId": large, "grep": "^3[02]$", "context": 1, "maxBytes": 4096})},
 		{"read_output_unknown_command", args(map[string]any{"commandId": "cmd_nope"})},
 		{"read_output_invalid_arguments", args(map[string]any{"commandId": large, "offset": 1000})},
 	} {

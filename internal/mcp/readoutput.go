@@ -1,25 +1,17 @@
 package mcp
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
-	"io"
 	"regexp"
 	"unicode/utf8"
 
 	"github.com/tandem-sh/tandem/internal/session"
 )
 
-// Bounds of ssh_read_output.
-const (
-	// readMaxBytes is the most one ssh_read_output call returns.
-	readMaxBytes = 1 << 20
-	// grepLineMax is how much of one line grep matches and returns.
-	grepLineMax = 4 << 10
-)
+// readMaxBytes is the most one ssh_read_output call returns.
+const readMaxBytes = 1 << 20
 
 type readOutputArgs struct {
 	SessionName  string `json:"sessionName"`
@@ -29,6 +21,8 @@ type readOutputArgs struct {
 	Offset       *int64 `json:"offset"`
 	MaxBytes     *int64 `json:"maxBytes"`
 	Grep         string `json:"grep"`
+	Context      *int   `json:"context"`
+	Encoding     string `json:"encoding"`
 }
 
 // readOutput serves any kept command's output, the agent's or the human's,
@@ -69,6 +63,14 @@ func (s *Server) readOutput(ctx context.Context, c session.Caller, a readOutputA
 		}
 		limit = *a.MaxBytes
 	}
+	exact := false
+	switch a.Encoding {
+	case "", "text":
+	case "base64":
+		exact = true
+	default:
+		return nil, invalidArg("encoding", "must be \"text\" or \"base64\", got %q", a.Encoding)
+	}
 	total := stream.Size()
 	off := int64(0)
 	if a.Offset != nil {
@@ -77,7 +79,7 @@ func (s *Server) readOutput(ctx context.Context, c session.Caller, a readOutputA
 	if off > total {
 		return nil, invalidArg("offset", "is %d, past the end of %s (%d bytes so far); pass 0..%d, or a negative offset to count from the end", off, a.Stream, total, total)
 	}
-	aligned := off < 0
+	fromEnd := off < 0
 	if off < 0 {
 		off = max(total+off, 0)
 	}
@@ -87,94 +89,66 @@ func (s *Server) readOutput(ctx context.Context, c session.Caller, a readOutputA
 		r["exitCode"] = exitCode(rec)
 		r["durationMs"] = rec.Duration.Milliseconds()
 	}
-	if a.Grep != "" {
-		re, err := regexp.Compile(a.Grep)
-		if err != nil {
-			return nil, invalidArg("grep", "is not an RE2 pattern: %v", err)
+	if a.Grep == "" {
+		if a.Context != nil {
+			return nil, invalidArg("context", "applies to grep: pass grep too, or leave context out")
 		}
-		matches, next, err := grep(stream, total, off, limit, re)
-		if err != nil {
-			return nil, fmt.Errorf("read output: %w", err)
-		}
-		r["offset"], r["matches"] = off, matches
-		r["eof"] = done && next >= total
-		if next < total {
-			r["nextOffset"] = next
-			r["message"] = "More lines may match: call again with offset set to nextOffset."
-		}
+		readBytes(r, stream, off, min(limit, total-off), total, done, fromEnd, exact)
 		return ok(r), nil
 	}
-
-	data := readRange(stream, off, min(limit, total-off))
-	if aligned {
-		// Counting from the end may land inside a character: start on one.
-		k := 0
-		for k < len(data) && k < utf8.UTFMax && !utf8.RuneStart(data[k]) {
-			k++
-		}
-		if k < utf8.UTFMax && utf8.Valid(data[k:]) {
-			data, off = data[k:], off+int64(k)
-		}
+	if exact {
+		return nil, invalidArg("encoding", "applies to byte reads: grep returns lines as text")
 	}
-	if !utf8.Valid(data) {
-		// Keep text for text cut mid-character at the end of the window.
-		if n := utf8Cut(data, len(data)); n > 0 && off+int64(len(data)) < total && utf8.Valid(data[:n]) {
-			data = data[:n]
+	q := grepQuery{f: stream, total: total, off: off, budget: int(limit)}
+	if a.Context != nil {
+		if *a.Context < 0 || *a.Context > grepContextMax {
+			return nil, invalidArg("context", "must be between 0 and %d, got %d", grepContextMax, *a.Context)
 		}
+		q.context = *a.Context
 	}
-	r["offset"], r["bytes"] = off, len(data)
-	r["eof"] = done && off+int64(len(data)) >= total
-	if utf8.Valid(data) {
-		r["data"] = string(data)
-	} else {
-		r["data"], r["encoding"] = base64.StdEncoding.EncodeToString(data), "base64"
+	if q.re, err = regexp.Compile(a.Grep); err != nil {
+		return nil, invalidArg("grep", "is not an RE2 pattern: %v", err)
+	}
+	if err := grep(ctx, r, q, done); err != nil {
+		return nil, fmt.Errorf("read output: %w", err)
 	}
 	return ok(r), nil
 }
 
-// grep returns the lines of the stream at or after off that match re, with
-// their 1-based line numbers counted from the start of the stream, until
-// the matched text reaches limit bytes. next is the offset to continue
-// from (total when the scan reached the end). A line longer than
-// grepLineMax is matched and returned by its first grepLineMax bytes;
-// bytes that are not UTF-8 are shown as U+FFFD.
-func grep(f capture, total, off, limit int64, re *regexp.Regexp) (matches []any, next int64, err error) {
-	br := bufio.NewReaderSize(io.NewSectionReader(readerAt{f}, 0, total), 64<<10)
-	matches = []any{}
-	var used, pos int64
-	var line []byte
-	for n := 1; pos < total; n++ {
-		start := pos
-		line = line[:0]
-		for {
-			chunk, rerr := br.ReadSlice('\n')
-			pos += int64(len(chunk))
-			if len(line) < grepLineMax {
-				line = append(line, chunk[:min(len(chunk), grepLineMax-len(line))]...)
+// readBytes puts n bytes of the stream at off into r as data: as text,
+// bytes that are not UTF-8 shown as U+FFFD (lossy), unless they are mostly
+// binary or exact asks for them as they are, in base64. A text read
+// counted from the end starts on a character, and one that stops before
+// the end does not cut one. nextOffset says where the next read starts.
+func readBytes(r reply, f capture, off, n, total int64, done, fromEnd, exact bool) {
+	data := readRange(f, off, n)
+	if !exact {
+		if fromEnd {
+			k := 0
+			for k < len(data) && k < utf8.UTFMax-1 && !utf8.RuneStart(data[k]) {
+				k++
 			}
-			if rerr == bufio.ErrBufferFull {
-				continue
+			data, off = data[k:], off+int64(k)
+		}
+		if off+int64(len(data)) < total {
+			if k := wholeRunes(data, len(data)); k > 0 {
+				data = data[:k]
 			}
-			if rerr != nil && rerr != io.EOF {
-				return nil, 0, rerr
-			}
-			break
 		}
-		line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
-		if start < off || !re.Match(line) {
-			continue
-		}
-		text := string(bytes.ToValidUTF8(line, []byte("\uFFFD")))
-		if used > 0 && used+int64(len(text)) > limit {
-			return matches, start, nil
-		}
-		used += int64(len(text))
-		matches = append(matches, reply{"line": n, "offset": start, "text": text})
 	}
-	return matches, total, nil
+	end := off + int64(len(data))
+	r["offset"], r["bytes"] = off, len(data)
+	r["eof"] = done && end >= total
+	if end < total {
+		r["nextOffset"] = end
+	}
+	if exact || mostlyBinary(data) {
+		r["data"], r["encoding"] = base64.StdEncoding.EncodeToString(data), "base64"
+		return
+	}
+	text, replaced := validText(data)
+	r["data"] = string(text)
+	if replaced > 0 {
+		r["lossy"] = true
+	}
 }
-
-// readerAt adapts a capture for io.SectionReader.
-type readerAt struct{ f capture }
-
-func (r readerAt) ReadAt(p []byte, off int64) (int, error) { return r.f.ReadAt(p, off) }

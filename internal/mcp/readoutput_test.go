@@ -116,7 +116,15 @@ func TestReadOutput(t *testing.T) {
 	top := mcptest.MustOK(t, exec(t, c, s, "seq 1 100000; echo oops >&2"))
 	id := mcptest.Str(top["commandId"])
 	want := seqBytes(100000)
-	bin := mcptest.MustOK(t, exec(t, c, s, `printf 'ok\377\n'`))
+	latin := mcptest.Str(mcptest.MustOK(t, exec(t, c, s, `printf 'ok\377\n'`))["commandId"])
+	bin := mcptest.Str(mcptest.MustOK(t, exec(t, c, s, `printf 'a\000b'`))["commandId"])
+	lines := func(r map[string]any) (got []string) {
+		for _, m := range r["matches"].([]any) {
+			e := m.(map[string]any)
+			got = append(got, fmt.Sprintf("%v:%v:%v", e["line"], e["text"], e["match"] == true))
+		}
+		return got
+	}
 
 	tests := []struct {
 		name  string
@@ -124,15 +132,21 @@ func TestReadOutput(t *testing.T) {
 		sess  mcptest.Session
 		args  map[string]any
 		code  string
+		field string
 		check func(t *testing.T, r map[string]any)
 	}{
 		{name: "first bytes", args: map[string]any{"commandId": id, "maxBytes": 10}, check: func(t *testing.T, r map[string]any) {
-			if r["data"] != "1\n2\n3\n4\n5\n" || r["bytes"] != 10.0 || r["eof"] != false || r["totalBytes"] != float64(len(want)) {
+			if r["data"] != "1\n2\n3\n4\n5\n" || r["bytes"] != 10.0 || r["eof"] != false || r["totalBytes"] != float64(len(want)) || r["nextOffset"] != 10.0 {
+				t.Errorf("%s", mcptest.Short(r))
+			}
+		}},
+		{name: "the middle", args: map[string]any{"commandId": id, "offset": 10, "maxBytes": 6}, check: func(t *testing.T, r map[string]any) {
+			if r["data"] != "6\n7\n8\n" || r["offset"] != 10.0 || r["nextOffset"] != 16.0 || r["eof"] != false {
 				t.Errorf("%s", mcptest.Short(r))
 			}
 		}},
 		{name: "from the end", args: map[string]any{"commandId": id, "offset": -13}, check: func(t *testing.T, r map[string]any) {
-			if r["data"] != "99999\n100000\n" || r["offset"] != float64(len(want)-13) || r["eof"] != true || r["exitCode"] != 0.0 {
+			if r["data"] != "99999\n100000\n" || r["offset"] != float64(len(want)-13) || r["eof"] != true || r["exitCode"] != 0.0 || r["nextOffset"] != nil {
 				t.Errorf("%s", mcptest.Short(r))
 			}
 		}},
@@ -161,19 +175,51 @@ func TestReadOutput(t *testing.T) {
 				t.Errorf("%d matches: %v %v", len(m), r["nextOffset"], r["eof"])
 			}
 		}},
-		{name: "binary", args: map[string]any{"commandId": mcptest.Str(bin["commandId"])}, check: func(t *testing.T, r map[string]any) {
-			if r["encoding"] != "base64" || r["data"] != base64.StdEncoding.EncodeToString([]byte("ok\377\n")) {
+		{name: "grep context", args: map[string]any{"commandId": id, "grep": `^1234[05]$`, "context": 2}, check: func(t *testing.T, r map[string]any) {
+			// The two matches' context overlaps: every line comes once.
+			got := strings.Join(lines(r), " ")
+			if got != "12338:12338:false 12339:12339:false 12340:12340:true 12341:12341:false 12342:12342:false 12343:12343:false 12344:12344:false 12345:12345:true 12346:12346:false 12347:12347:false" || r["eof"] != true {
+				t.Errorf("%s: %s", got, mcptest.Short(r))
+			}
+		}},
+		{name: "grep context at the ends", args: map[string]any{"commandId": id, "grep": `^(1|100000)$`, "context": 3}, check: func(t *testing.T, r map[string]any) {
+			if got := strings.Join(lines(r), " "); got != "1:1:true 2:2:false 3:3:false 4:4:false 99997:99997:false 99998:99998:false 99999:99999:false 100000:100000:true" {
+				t.Errorf("%s", got)
+			}
+		}},
+		{name: "lossy", args: map[string]any{"commandId": latin}, check: func(t *testing.T, r map[string]any) {
+			if r["data"] != "ok\uFFFD\n" || r["lossy"] != true || r["encoding"] != nil || r["bytes"] != 4.0 {
 				t.Errorf("%s", mcptest.Short(r))
 			}
 		}},
-		{name: "unknown command", args: map[string]any{"commandId": "cmd_0000000000000000"}, code: "unknown_command"},
-		{name: "missing command", args: map[string]any{}, code: "invalid_arguments"},
-		{name: "bad stream", args: map[string]any{"commandId": id, "stream": "both"}, code: "invalid_arguments"},
-		{name: "bad grep", args: map[string]any{"commandId": id, "grep": `(`}, code: "invalid_arguments"},
-		{name: "offset past the end", args: map[string]any{"commandId": id, "offset": len(want) + 1}, code: "invalid_arguments"},
-		{name: "maxBytes over 1 MiB", args: map[string]any{"commandId": id, "maxBytes": 1<<20 + 1}, code: "invalid_arguments"},
-		{name: "unknown argument", args: map[string]any{"commandId": id, "limit": 5}, code: "invalid_arguments"},
-		{name: "another client's command", who: other, sess: so, args: map[string]any{"commandId": id}, code: "unknown_command"},
+		{name: "exact bytes", args: map[string]any{"commandId": latin, "encoding": "base64"}, check: func(t *testing.T, r map[string]any) {
+			if r["encoding"] != "base64" || r["data"] != base64.StdEncoding.EncodeToString([]byte("ok\377\n")) || r["lossy"] != nil {
+				t.Errorf("%s", mcptest.Short(r))
+			}
+		}},
+		{name: "binary", args: map[string]any{"commandId": bin}, check: func(t *testing.T, r map[string]any) {
+			if r["encoding"] != "base64" || r["data"] != base64.StdEncoding.EncodeToString([]byte("a\000b")) {
+				t.Errorf("%s", mcptest.Short(r))
+			}
+		}},
+		{name: "text asked for", args: map[string]any{"commandId": id, "encoding": "text", "maxBytes": 2}, check: func(t *testing.T, r map[string]any) {
+			if r["data"] != "1\n" || r["encoding"] != nil {
+				t.Errorf("%s", mcptest.Short(r))
+			}
+		}},
+		{name: "unknown command", args: map[string]any{"commandId": "cmd_0000000000000000"}, code: "unknown_command", field: "commandId"},
+		{name: "missing command", args: map[string]any{}, code: "invalid_arguments", field: "commandId"},
+		{name: "bad stream", args: map[string]any{"commandId": id, "stream": "both"}, code: "invalid_arguments", field: "stream"},
+		{name: "bad grep", args: map[string]any{"commandId": id, "grep": `(`}, code: "invalid_arguments", field: "grep"},
+		{name: "offset past the end", args: map[string]any{"commandId": id, "offset": len(want) + 1}, code: "invalid_arguments", field: "offset"},
+		{name: "maxBytes over 1 MiB", args: map[string]any{"commandId": id, "maxBytes": 1<<20 + 1}, code: "invalid_arguments", field: "maxBytes"},
+		{name: "unknown argument", args: map[string]any{"commandId": id, "limit": 5}, code: "invalid_arguments", field: "limit"},
+		{name: "bad encoding", args: map[string]any{"commandId": id, "encoding": "hex"}, code: "invalid_arguments", field: "encoding"},
+		{name: "base64 with grep", args: map[string]any{"commandId": id, "grep": "1", "encoding": "base64"}, code: "invalid_arguments", field: "encoding"},
+		{name: "context without grep", args: map[string]any{"commandId": id, "context": 2}, code: "invalid_arguments", field: "context"},
+		{name: "context over 10", args: map[string]any{"commandId": id, "grep": "1", "context": 11}, code: "invalid_arguments", field: "context"},
+		{name: "negative context", args: map[string]any{"commandId": id, "grep": "1", "context": -1}, code: "invalid_arguments", field: "context"},
+		{name: "another client's command", who: other, sess: so, args: map[string]any{"commandId": id}, code: "unknown_command", field: "commandId"},
 		{name: "another client's session", who: other, args: map[string]any{"commandId": id}, code: "invalid_session_token"},
 		{name: "wrong token", sess: mcptest.Session{Name: s.Name, Token: "nope"}, args: map[string]any{"commandId": id}, code: "invalid_session_token"},
 	}
@@ -189,6 +235,9 @@ func TestReadOutput(t *testing.T) {
 			r := readOutput(t, who, sess, tc.args)
 			if tc.code != "" {
 				mcptest.WantError(t, r, tc.code)
+				if r["field"] != tc.field && !(tc.field == "" && r["field"] == nil) {
+					t.Errorf("field %v, want %q", r["field"], tc.field)
+				}
 				if strings.Contains(mcptest.Str(r["message"]), "12345") {
 					t.Errorf("an error leaked output: %s", r["message"])
 				}

@@ -48,15 +48,14 @@ func mustJSON(v any) json.RawMessage {
 }
 
 // streamFields describes one output stream as a reply carries it: whole,
-// or cut to head and tail with its size and where to read the rest.
+// or cut to head and tail with its size and where to read the rest. Each
+// of the two strings may carry the flags that say how it was sent.
 func streamFields(name string) schema {
-	return schema{
-		name:                  typed("string", "The "+name+" output; when "+name+"Truncated, its exact first bytes."),
-		name + "Encoding":     schema{"type": "string", "enum": []string{"base64"}, "description": "Present when " + name + " is base64 because the bytes are not UTF-8."},
-		name + "Tail":         typed("string", "When "+name+"Truncated: the exact last bytes of "+name+", at least as many as the head."),
-		name + "TailEncoding": schema{"type": "string", "enum": []string{"base64"}, "description": "Present when " + name + "Tail is base64."},
-		name + "Bytes":        typed("integer", "When "+name+"Truncated: the stream's total size in bytes."),
-		name + "Truncated":    typed("boolean", "True when the stream did not fit the reply's inline budget; read the rest with ssh_read_output."),
+	s := schema{
+		name:               typed("string", "The "+name+" output, as text: bytes that are not UTF-8 show as U+FFFD ("+name+"Lossy), a progress bar's redraws as the frame last shown ("+name+"FramesCollapsed); base64 instead when the bytes are mostly binary ("+name+"Encoding). When "+name+"Truncated: the stream's first bytes, ending on a line when one ends within 1 KiB of the cut."),
+		name + "Tail":      typed("string", "When "+name+"Truncated: the stream's last bytes, at least as many as the head's, starting on a line when one starts within 1 KiB of the cut; sent as "+name+" is ("+name+"TailLossy, "+name+"TailFramesCollapsed, "+name+"TailEncoding)."),
+		name + "Bytes":     typed("integer", "When "+name+"Truncated: the stream's total size in bytes."),
+		name + "Truncated": typed("boolean", "True when the stream did not fit the reply's inline budget; read the rest with ssh_read_output."),
 		name + "Resource": object("When "+name+"Truncated: the whole stream as an MCP resource.", schema{
 			"uri":       typed("string", "Resource URI; add ?page=N for page N (from 0)."),
 			"bytes":     typed("integer", "Total size in bytes."),
@@ -65,6 +64,12 @@ func streamFields(name string) schema {
 		}),
 		name + "Error": typed("string", "Present when tandem could not keep every byte (a full disk): how much is missing."),
 	}
+	for _, f := range []string{name, name + "Tail"} {
+		s[f+"Encoding"] = schema{"type": "string", "enum": []string{"base64"}, "description": "Present when " + f + " is the exact bytes in base64: they are mostly binary (a NUL byte, or more than a quarter of them neither UTF-8 nor text control characters)."}
+		s[f+"Lossy"] = typed("boolean", "Present (true) when bytes of "+f+" that are not UTF-8 were replaced by U+FFFD, one per byte; ssh_read_output with encoding \"base64\" returns the exact bytes.")
+		s[f+"FramesCollapsed"] = typed("integer", "Present when lines of "+f+" were redrawn in place (a carriage return not followed by a line feed, as progress bars do): how many frames were left out, each line showing its last. The stream and ssh_read_output keep every byte.")
+	}
+	return s
 }
 
 var resultSchema = object("The command's result. Output streams share one inline budget (limits.inlineOutputBytes).",
@@ -205,9 +210,11 @@ var (
 	readOutputSchema = inputSchema(merge(sessionProps, schema{
 		"commandId": typed("string", "The commandId of an ssh_exec, ssh_cancel or user_activity_detected reply: the agent's commands and the human's alike."),
 		"stream":    schema{"type": "string", "enum": []string{"stdout", "stderr"}, "default": "stdout", "description": "Which stream to read."},
-		"offset":    typed("integer", "Byte offset to start at (default 0); negative counts from the end, e.g. -2000 for the last 2000 bytes."),
-		"maxBytes":  merge(typed("integer", "The most bytes to return (default: the inline budget, at most 1 MiB)."), schema{"minimum": 1, "maximum": readMaxBytes}),
+		"offset":    typed("integer", "Byte offset to start at (default 0), e.g. a reply's nextOffset; negative counts from the end, e.g. -2000 for the last 2000 bytes. With grep: lines that start here or later."),
+		"maxBytes":  merge(typed("integer", "The most bytes of the stream to return (default: the inline budget, at most 1 MiB). With grep: the most JSON the whole reply may take, though one line always comes."), schema{"minimum": 1, "maximum": readMaxBytes}),
+		"encoding":  schema{"type": "string", "enum": []string{"text", "base64"}, "default": "text", "description": "text: data as text, bytes that are not UTF-8 shown as U+FFFD (lossy), or base64 when mostly binary; base64: the exact bytes, base64-encoded. Not with grep."},
 		"grep":      typed("string", "An RE2 pattern: return the matching lines with their line numbers instead of raw bytes."),
+		"context":   merge(typed("integer", "With grep: how many lines before and after each match to return too (default 0), like grep -C; overlapping context is returned once."), schema{"minimum": 0, "maximum": grepContextMax}),
 	}), "sessionName", "sessionToken", "commandId")
 
 	emptySchema = inputSchema(schema{})
