@@ -28,6 +28,8 @@ const (
 	codeConnectionLost     = "connection_lost"
 	codeShellExited        = "shell_exited"
 	codeCaptureFailed      = "capture_failed"
+	codeIntegrationLost    = "shell_integration_lost"
+	codeUnresponsive       = "shell_unresponsive"
 	codeNotRunning         = "no_command_running"
 	codeUnknownCommand     = "unknown_command"
 	codeSessionExists      = "session_exists"
@@ -140,6 +142,10 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 		}
 		maps.Copy(f, extra)
 		return fail(codeShellExited, "The session ended because its shell exited ("+exit.Error()+"): a command ran `exit`, or `set -e` ended the shell after a failure. Call ssh_connect again to start a new session, for example "+reconnectExample+".", f)
+	case errors.Is(err, session.ErrIntegrationLost):
+		return fail(codeIntegrationLost, "The shell no longer runs tandem's integration ("+err.Error()+"), so tandem cannot run or capture commands in it. What was captured is in partial. Call ssh_disconnect, then ssh_connect again for a fresh shell, for example "+reconnectExample+"; the human can still use this terminal until then.", extra)
+	case errors.Is(err, session.ErrUnresponsive):
+		return fail(codeUnresponsive, "The shell does not respond ("+err.Error()+"): it may be stopped (SIGSTOP) or wedged. tandem tried Ctrl-C, SIGTERM and SIGKILL on its command. Ask the human to look at the terminal, or call ssh_disconnect and ssh_connect again.", extra)
 	case errors.Is(err, session.ErrCaptureFailed):
 		return fail(codeCaptureFailed, "The command's output could not be captured: "+err.Error()+". What was captured is in partial; the session stays usable.", extra)
 	case errors.Is(err, session.ErrConnectionLost):
@@ -363,6 +369,9 @@ func userCommand(p *plan, rec session.Record, maxCommand int) reply {
 	}
 	if rec.Unattributed {
 		r["unattributed"] = true
+	}
+	if len(rec.Repaired) > 0 {
+		r["shellRepaired"] = rec.Repaired
 	}
 	if p != nil {
 		p.add(r, rec.ID, "stdout", rec.Stdout)

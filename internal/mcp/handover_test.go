@@ -180,10 +180,16 @@ func TestHumanActionsReachTheAgent(t *testing.T) {
 		t.Errorf("busy with a half-typed line: %s", mcptest.Short(p))
 	}
 
-	// The human finishes the line and ends the shell.
+	// The human finishes the line and ends the shell; the agent calls
+	// once it is gone.
 	typeKeys(t, sess, "\r")
 	typeKeys(t, sess, "exit 3\r")
-	e := waitReply(t, 10*time.Second, "session_ended", func() map[string]any { return exec(t, c, s, "true") })
+	for deadline := time.Now().Add(10 * time.Second); sess.Err() == nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the shell did not end")
+		}
+	}
+	e := exec(t, c, s, "true")
 	cmds, _ := e["userCommands"].([]any)
 	if e["reason"] != "human_exit" || len(cmds) != 2 {
 		t.Fatalf("the human ended the shell: %s", mcptest.Short(e))

@@ -38,6 +38,9 @@ type storedOutput struct {
 // result renders a command's result object, its output under one budget.
 func (s *Server) result(c session.Caller, rec session.Record) reply {
 	r := reply{"exitCode": exitCode(rec), "durationMs": rec.Duration.Milliseconds(), "cwd": rec.Cwd}
+	if len(rec.Repaired) > 0 {
+		r["shellRepaired"] = rec.Repaired
+	}
 	if in := rec.Interrupt; in != nil {
 		r["interruptedBy"] = in.By
 		r["interruptKey"] = in.Key

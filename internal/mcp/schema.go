@@ -82,6 +82,7 @@ var resultSchema = object("The command's result. Output streams share one inline
 		"interruptKey":    typed("string", "The key that interrupted it: Ctrl-C, Ctrl-Z or Ctrl-\\."),
 		"interruptSignal": schema{"type": "string", "enum": []string{"SIGTERM", "SIGKILL"}, "description": "When Ctrl-C was not enough: the signal that ended it."},
 		"interruptViewer": typed("string", "Who pressed the key, when a human did."),
+		"shellRepaired":   arrayOf("What the command broke of tandem's shell integration, which tandem put back before the next command: prompt_command, history, emacs, vi, monitor.", typed("string", "One repair.")),
 	}, streamFields("stdout"), streamFields("stderr")))
 
 var userCommandSchema = object("A command the human ran in the browser terminal.",
@@ -91,6 +92,7 @@ var userCommandSchema = object("A command the human ran in the browser terminal.
 		"commandTruncated": typed("boolean", "True when command was cut to fit the reply; ssh_read_output on historyId has it whole."),
 		"commandBytes":     typed("integer", "When commandTruncated: the command line's whole size."),
 		"viewer":           typed("string", "Who typed it (a browser viewer, tandem attach)."),
+		"shellRepaired":    arrayOf("What the command broke of tandem's shell integration, which tandem put back: prompt_command, history, emacs, vi, monitor.", typed("string", "One repair.")),
 		"unattributed":     typed("boolean", "True when the shell ran it but no viewer's keystroke explains it (input tandem could not follow, or a program printing shell-integration marks)."),
 		"exitCode":         nullable("integer", "Its exit status; null when unknown."),
 		"duration":         typed("integer", "How long it ran, in milliseconds."),

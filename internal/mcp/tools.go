@@ -172,7 +172,7 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 	rec, err := sess.Exec(ctx, a.Command, session.ExecOptions{Timeout: timeout, OnOutput: prog.hook()})
 	prog.finish()
 	if err != nil {
-		if rec.Stdout != nil && (errors.Is(err, session.ErrShellExited) || errors.Is(err, session.ErrCaptureFailed)) {
+		if rec.Stdout != nil && (errors.Is(err, session.ErrShellExited) || errors.Is(err, session.ErrCaptureFailed) || errors.Is(err, session.ErrIntegrationLost)) {
 			return nil, &partialError{err: err, rec: rec}
 		}
 		return nil, err

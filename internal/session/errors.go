@@ -33,14 +33,16 @@ const (
 
 // Sentinels of the layers below, for errors.Is.
 var (
-	ErrConnectionLost = shell.ErrConnectionLost
-	ErrShellExited    = shell.ErrShellExited
-	ErrNotRunning     = shell.ErrNotRunning
-	ErrInvalidCommand = shell.ErrInvalidCommand
-	ErrCaptureFailed  = shell.ErrCaptureFailed
-	ErrAuth           = sshconn.ErrAuth
-	ErrKey            = sshconn.ErrKey
-	ErrHostKey        = sshconn.ErrHostKey
-	ErrConnect        = sshconn.ErrConnect
-	ErrConnectTimeout = sshconn.ErrTimeout
+	ErrConnectionLost  = shell.ErrConnectionLost
+	ErrShellExited     = shell.ErrShellExited
+	ErrNotRunning      = shell.ErrNotRunning
+	ErrInvalidCommand  = shell.ErrInvalidCommand
+	ErrCaptureFailed   = shell.ErrCaptureFailed
+	ErrIntegrationLost = shell.ErrIntegrationLost
+	ErrUnresponsive    = shell.ErrUnresponsive
+	ErrAuth            = sshconn.ErrAuth
+	ErrKey             = sshconn.ErrKey
+	ErrHostKey         = sshconn.ErrHostKey
+	ErrConnect         = sshconn.ErrConnect
+	ErrConnectTimeout  = sshconn.ErrTimeout
 )

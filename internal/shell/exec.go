@@ -92,6 +92,12 @@ var ErrNotRunning = errors.New("no agent command is running")
 // too large): the caller's input is wrong, not the shell.
 var ErrInvalidCommand = errors.New("invalid command")
 
+// ErrIntegrationLost says the shell no longer runs tandem's integration
+// (a command replaced the shell with exec, or removed the hooks in a way
+// tandem could not repair): its commands can no longer be captured, and
+// the session must be reconnected.
+var ErrIntegrationLost = errors.New("shell integration lost")
+
 // ErrCaptureFailed says the shell ran, or may have run, the agent's line
 // but tandem could not capture its result: the reply must say so rather
 // than report an empty success.
@@ -143,6 +149,8 @@ type agentRun struct {
 	echoTail   []byte         // stderr echo since the last B mark (syntax errors)
 	outEarly   []byte         // stdout for viewers, held until the echo is shown
 	hooks      bool           // the prompt came back without tandem's hooks
+	healing    bool           // the heal key was pressed for this command
+	inPrompt   [2]bool        // a prompt is being drawn into the capture
 	incomplete bool           // bash asked for a continuation line
 	tentative  [2]*term.Event // end marks read while a program held the terminal
 	lastOut    []byte         // the end of the output, both streams, for lastLine
@@ -188,10 +196,16 @@ func (s *Shell) Exec(ctx context.Context, command string, o ExecOptions) (Record
 	switch {
 	case err == nil:
 		if a.hooks {
-			return rec, fmt.Errorf("exec: %w: the prompt came back without tandem's PROMPT_COMMAND hook (was PROMPT_COMMAND unset or replaced by an array?); the exit code is unknown", ErrCaptureFailed)
+			return rec, fmt.Errorf("exec: %w: the command removed tandem's PROMPT_COMMAND hook and tandem could not put it back, so its exit code is unknown and later commands cannot be captured", ErrIntegrationLost)
 		}
 		return rec, nil
 	case errors.Is(err, errDeadline):
+		if s.replaced(a) {
+			s.mu.Lock()
+			rec = a.rec
+			s.mu.Unlock()
+			return rec, fmt.Errorf("exec: %w: %s", ErrIntegrationLost, s.lostReason())
+		}
 		te := &TimeoutError{Partial: rec, LastLine: lastLine(last)}
 		if iw, ok := s.conn.(InputWaiter); ok {
 			if w, werr := iw.WaitingForInput(); werr == nil {
@@ -240,6 +254,9 @@ func (s *Shell) claim(ctx context.Context, command string, o ExecOptions) (*agen
 	s.settle(ctx)
 	if s.err != nil {
 		return nil, s.err
+	}
+	if s.lost != "" {
+		return nil, fmt.Errorf("exec: %w: %s", ErrIntegrationLost, s.lost)
 	}
 	switch {
 	case s.agent != nil || s.human != nil:
@@ -451,7 +468,7 @@ func (s *Shell) settle(ctx context.Context) {
 	for s.agent == nil && s.human == nil && s.err == nil && !s.idlePrompt() {
 		var until time.Time
 		switch {
-		case s.promptDue || (s.fresh && !s.promptUp):
+		case s.promptDue || (s.fresh && !s.promptUp) || s.fixLine != "":
 			until = deadline
 		case s.promptUp && !s.cont && len(s.credits) > 0:
 			until = s.creditsStaleAt()
@@ -465,7 +482,9 @@ func (s *Shell) settle(ctx context.Context) {
 		if d <= 0 || !time.Now().Before(deadline) {
 			return
 		}
-		err := s.waitUntil(ctx, d, func() bool { return s.idlePrompt() || s.agent != nil || s.human != nil || s.cont })
+		// The condition must be false now: a true one returns at once,
+		// without letting the terminal reader in.
+		err := s.waitUntil(ctx, d, func() bool { return s.idlePrompt() || s.agent != nil || s.human != nil })
 		if err != nil && !errors.Is(err, errDeadline) {
 			return
 		}
@@ -518,6 +537,7 @@ func (s *Shell) Cancel(ctx context.Context, grace time.Duration) (Record, error)
 		{Interrupt{By: "agent", Key: "Ctrl-C", Signal: "SIGTERM"}, func() error { return s.conn.SignalForeground(ctx, pid, syscall.SIGTERM) }},
 		{Interrupt{By: "agent", Key: "Ctrl-C", Signal: "SIGKILL"}, func() error { return s.conn.SignalForeground(ctx, pid, syscall.SIGKILL) }},
 	}
+	noProgram := 0 // signal steps that found the shell itself holding the terminal
 	for _, step := range steps {
 		s.mu.Lock()
 		if a.phase != phaseDone {
@@ -526,11 +546,14 @@ func (s *Shell) Cancel(ctx context.Context, grace time.Duration) (Record, error)
 		}
 		s.mu.Unlock()
 		// No foreground job means the command just ended: wait for its end.
-		if err := step.send(); err != nil && !errors.Is(err, ErrNoForeground) {
+		err := step.send()
+		if errors.Is(err, ErrNoForeground) {
+			noProgram++
+		} else if err != nil {
 			return Record{}, fmt.Errorf("cancel: %w", err)
 		}
 		s.mu.Lock()
-		err := s.waitUntil(ctx, grace, func() bool { return a.phase == phaseDone || s.agent != a })
+		err = s.waitUntil(ctx, grace, func() bool { return a.phase == phaseDone || s.agent != a })
 		rec := a.partial()
 		s.mu.Unlock()
 		if err == nil {
@@ -540,8 +563,57 @@ func (s *Shell) Cancel(ctx context.Context, grace time.Duration) (Record, error)
 			return Record{}, fmt.Errorf("cancel: %w", err)
 		}
 	}
-	return Record{}, errors.New("cancel: the command survived SIGKILL")
+	if noProgram == 2 {
+		// No program held the terminal at either signal, yet the command
+		// never ended: the shell is at a prompt of its own that tandem's
+		// integration does not mark (exec replaced the shell, or PS1 and
+		// PROMPT_COMMAND were both replaced).
+		s.mu.Lock()
+		s.lost = "the command ended but the shell did not report it: a command replaced the shell (exec) or its prompt and hooks"
+		rec := a.partial()
+		if s.agent == a {
+			a.hooks = true
+			s.endAgent(a, nil, true)
+			rec = a.rec
+		}
+		s.mu.Unlock()
+		return rec, fmt.Errorf("cancel: %w: %s", ErrIntegrationLost, s.lost)
+	}
+	return Record{}, fmt.Errorf("cancel: %w: the command survived SIGKILL", ErrUnresponsive)
 }
+
+// replaced reports whether the shell process now runs another program
+// (the agent's command ran exec), and if so ends a's capture and marks
+// the integration lost.
+func (s *Shell) replaced(a *agentRun) bool {
+	rr, ok := s.conn.(ReplaceReporter)
+	if !ok {
+		return false
+	}
+	if r, err := rr.ShellReplaced(s.PID()); err != nil || !r {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lost = "the shell process was replaced by another program (exec), which does not run tandem's integration"
+	if s.agent == a {
+		a.hooks = true
+		s.endAgent(a, nil, true)
+	}
+	return true
+}
+
+// lostReason says why the integration is lost, or "".
+func (s *Shell) lostReason() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lost
+}
+
+// ErrUnresponsive says the shell or its command does not respond to what
+// tandem tried (Ctrl-C, SIGTERM, SIGKILL, a key binding): a stopped or
+// wedged shell.
+var ErrUnresponsive = errors.New("shell unresponsive")
 
 // want answers the shell's request for the staged line; s.mu is held. It
 // runs on the terminal reader, so the write goes to the relay writer.

@@ -131,7 +131,7 @@ __tandem_stage() {
 # cwd, then fds back. The agent's result comes from here, not the tty.
 __tandem_release() {
 	__tandem_esc "$PWD"
-	local m=$'\033]633;X;eom;status='$1';ran='$2';cwd='$__tandem_r$__tandem_N
+	local m=$'\033]633;X;eom;status='$1';ran='$2';fixed='${__tandem_fixed#,}';cwd='$__tandem_r$__tandem_N
 	printf %s "$m" >&$__tandem_fo
 	printf %s "$m" >&$__tandem_fe
 	exec 1>&$__tandem_so 2>&$__tandem_se {__tandem_so}>&- {__tandem_se}>&-
@@ -153,6 +153,7 @@ __tandem_pc() {
 	[[ -n ${1-} ]] && s=$1
 	(( __tandem_pcs )) && return $s
 	__tandem_pcs=1
+	__tandem_opts_fix
 	if [[ $__tandem_hinit == 0 ]]; then
 		# Before the first prompt, once bash has loaded the history file:
 		# the number the first command's is compared with.
@@ -204,6 +205,9 @@ __tandem_pc() {
 	fi
 	__tandem_ran=0
 	__tandem_agent=0
+	[[ -n $__tandem_fixed ]] && printf '\033]633;X;healed;what=%s%s' "${__tandem_fixed#,}" "$__tandem_N"
+	[[ $__tandem_noedit == 1 ]] && printf '\033]633;X;noedit;mode=%s%s' "$__tandem_mode" "$__tandem_N"
+	__tandem_fixed= __tandem_noedit=0
 	__tandem_esc "$PWD"
 	printf '\033]633;P;Cwd=%s%s' "$__tandem_r" "$__tandem_N"
 	return $s
@@ -211,6 +215,9 @@ __tandem_pc() {
 __tandem_tail() {
 	local s=$?
 	if [[ ${PROMPT_COMMAND[0]} != __tandem_pc ]]; then
+		# A command replaced the hook, the first element: end its line
+		# here, and put the hook back.
+		__tandem_fixed+=,prompt_command
 		__tandem_pc "$s"
 		PROMPT_COMMAND=(__tandem_pc "${PROMPT_COMMAND[@]}")
 	fi
@@ -219,11 +226,55 @@ __tandem_tail() {
 	return $s
 }
 
-if [[ $(declare -p PROMPT_COMMAND 2>/dev/null) == "declare -a"* ]]; then
-	PROMPT_COMMAND=(__tandem_pc "${PROMPT_COMMAND[@]}" __tandem_tail)
-else
-	PROMPT_COMMAND=(__tandem_pc ${PROMPT_COMMAND:+"$PROMPT_COMMAND"} __tandem_tail)
-fi
+# Puts tandem's hook first and last in PROMPT_COMMAND, keeping every
+# element of the user's, whatever a command or the user's rc made of it.
+__tandem_hook() {
+	local e pc=()
+	if [[ $(declare -p PROMPT_COMMAND 2>/dev/null) == "declare -a"* ]]; then
+		for e in "${PROMPT_COMMAND[@]}"; do
+			[[ $e == __tandem_pc || $e == __tandem_tail ]] || pc+=("$e")
+		done
+	elif [[ -n ${PROMPT_COMMAND-} ]]; then
+		pc=("$PROMPT_COMMAND")
+	fi
+	PROMPT_COMMAND=(__tandem_pc "${pc[@]}" __tandem_tail)
+}
+__tandem_hook
+
+# The shell options the integration needs, put back if a command turned
+# them off; what was put back is reported with the next P mark's cwd (X;fix).
+__tandem_mode=emacs
+[[ -o vi ]] && __tandem_mode=vi
+__tandem_fixed=
+__tandem_noedit=0
+__tandem_opts_fix() {
+	[[ -o history ]] || { set -o history; __tandem_fixed+=,history; }
+	if [[ -o vi ]]; then
+		__tandem_mode=vi
+	elif [[ ! -o emacs ]]; then
+		# Line editing is off. Turned back on here, bash would read on
+		# without any prompt; tandem types `set -o MODE` at the prompt
+		# bash draws itself instead (X;noedit).
+		__tandem_fixed+=,$__tandem_mode
+		__tandem_noedit=1
+	fi
+	[[ -o monitor ]] || { set -o monitor; __tandem_fixed+=,monitor; }
+}
+
+# Repairs the integration when a prompt came without the hook's marks (a
+# command unset or replaced PROMPT_COMMAND): tandem presses the heal key,
+# and this ends the command as the hook would have ($? is still its
+# status), puts the hook back and says so (X;healed).
+__tandem_heal() {
+	local s=$?
+	__tandem_fixed+=,prompt_command
+	__tandem_pcs=0
+	__tandem_pc "$s"
+	__tandem_hook
+	__tandem_ps1
+	__tandem_pcs=0
+	return $s
+}
 
 # The human's line, as readline accepts it (Enter runs this, then
 # accept-line): tandem names a human command while it runs, before its E
@@ -238,6 +289,7 @@ for __tandem_m in emacs vi-insert vi-command; do
 	bind -m "$__tandem_m" '"\e[9002~": accept-line'
 	bind -m "$__tandem_m" -x '"\e[9003~": __tandem_unstage'
 	bind -m "$__tandem_m" -x '"\e[9004~": __tandem_line'
+	bind -m "$__tandem_m" -x '"\e[9005~": __tandem_heal'
 	bind -m "$__tandem_m" '"\C-m": "\e[9004~\e[9002~"'
 	bind -m "$__tandem_m" '"\C-j": "\e[9004~\e[9002~"'
 done

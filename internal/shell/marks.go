@@ -1,8 +1,10 @@
 package shell
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -49,6 +51,9 @@ func (s *Shell) event(e *term.Event) {
 		}
 	case term.CommandStart:
 		s.promptUp = false
+		if s.fixing {
+			return // tandem's own repair line
+		}
 		if s.human != nil {
 			// The next line of a multi-line buffer (a bracketed paste): it
 			// runs as part of the open command, under its one end mark.
@@ -115,6 +120,9 @@ func (s *Shell) event(e *term.Event) {
 			s.cwd = e.Text
 		}
 		s.fresh = true
+		if s.fixing {
+			s.fixing, s.fixLine = false, ""
+		}
 		s.finishHuman()
 	case term.PromptStart:
 		if s.promptDue && s.agent == nil && s.human == nil {
@@ -122,16 +130,51 @@ func (s *Shell) event(e *term.Event) {
 			// are gone and no P mark came).
 			s.fresh = true
 		}
-		// A prompt while a human command is still open means the user's rc
-		// removed tandem's PROMPT_COMMAND hook: the command ended, status
+		// A prompt while a human command is still open means a command
+		// removed tandem's PROMPT_COMMAND hook: the command ended. The heal
+		// key ends it as the hook would (its line, its status) and puts
+		// the hook back; if the shell does not answer, its status is
 		// unknown.
-		if s.human != nil && !s.fresh {
-			s.human.ended = true
-			s.human.rec.Duration = time.Since(s.human.rec.Started)
-			s.fresh = true
-			s.finishHuman()
+		if h := s.human; h != nil && !s.fresh && !h.healing && s.fgShell {
+			h.healing = true
+			go s.healHuman(h)
 		}
 	}
+}
+
+// maybeFix types the pending repair line at an idle prompt, which bash
+// draws itself (line editing is off); not while an agent line is still
+// being finished, nor while lines typed ahead are to run first; s.mu is
+// held.
+func (s *Shell) maybeFix() {
+	if s.fixLine == "" || s.fixing || !s.promptUp || s.agent != nil || s.human != nil || len(s.credits) > 0 {
+		return
+	}
+	s.fixing = true
+	line := s.fixLine
+	go func() { _, _ = s.writePTY([]byte(line + "\r")) }()
+}
+
+// healHuman presses the heal key for a human command whose prompt came
+// back without tandem's hook, and ends the command without a status if
+// the shell does not answer.
+func (s *Shell) healHuman(h *humanRun) {
+	s.mu.Lock()
+	staging := s.agent != nil
+	s.mu.Unlock()
+	if !staging {
+		_, _ = s.writePTY([]byte(keyHeal))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.waitUntil(context.Background(), healWait, func() bool { return s.human != h }); !errors.Is(err, errDeadline) {
+		return
+	}
+	h.ended = true
+	h.rec.Duration = time.Since(h.rec.Started)
+	s.fresh = true
+	s.finishHuman()
+	s.changed.Broadcast()
 }
 
 // promptDrawn records an idle prompt: the input line after a prompt that
@@ -139,6 +182,7 @@ func (s *Shell) event(e *term.Event) {
 func (s *Shell) promptDrawn() {
 	s.fresh, s.promptUp, s.cont, s.promptDue, s.lateInput = false, true, false, false, false
 	s.lastUse = time.Now()
+	s.maybeFix()
 	if s.relay != nil {
 		s.ready = true
 	}
@@ -162,6 +206,18 @@ func (s *Shell) private(e *term.Event) {
 		} else if e.Text == "staged" {
 			// A line tandem stopped waiting for: it must never run.
 			go func() { _, _ = s.writePTY([]byte(keyUnstage)) }()
+		}
+	case "healed":
+		// What a command broke of the integration and the shell put back:
+		// said after the command's end mark, before its P mark.
+		if h := s.human; h != nil {
+			h.rec.Repaired = append(h.rec.Repaired, splitList(e.Fields["what"])...)
+		}
+	case "noedit":
+		// Line editing is off (set +o emacs): tandem types the command
+		// that turns it back on at the prompt bash draws itself.
+		if m := e.Fields["mode"]; m == "emacs" || m == "vi" {
+			s.fixLine = "set -o " + m
 		}
 	case "exit":
 		// The shell's exit hook: no agent line was running, so the human
@@ -208,10 +264,11 @@ func (s *Shell) finishHuman() {
 }
 
 type humanRun struct {
-	rec   Record
-	plain *term.Plain // strips ANSI into rec.Stdout as output arrives
-	ended bool
-	lines []string // the history entries of a multi-line buffer
+	rec     Record
+	plain   *term.Plain // strips ANSI into rec.Stdout as output arrives
+	ended   bool
+	healing bool     // the heal key was pressed for it
+	lines   []string // the history entries of a multi-line buffer
 }
 
 // historyLines splits the output of bash's history builtin, run with

@@ -17,6 +17,7 @@ const (
 	keyStage   = "\x1b[9001~"
 	keyAccept  = "\x1b[9002~"
 	keyUnstage = "\x1b[9003~"
+	keyHeal    = "\x1b[9005~"
 )
 
 const rcDelimiter = "__TANDEM_RC_EOF__"

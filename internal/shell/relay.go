@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/term"
@@ -110,6 +111,9 @@ func (s *Shell) readRelay(r io.Reader, stream int) {
 					a.echoTail = appendBounded(a.echoTail, p, maxEchoTail)
 					show(p)
 				case streamCapture:
+					if a.inPrompt[stream] {
+						return // a prompt drawn into the capture: not output
+					}
 					if stream == 0 {
 						_, _ = a.rec.Stdout.Write(p)
 					} else {
@@ -200,11 +204,16 @@ func (s *Shell) relayEvent(stream int, ev *term.Event, fg bool) {
 		s.releaseLater(a) // the command runs: a held Ctrl-C can reach it
 	case ev.Kind == term.PromptStart && *st == streamCapture:
 		// A prompt drawn into the capture: PROMPT_COMMAND no longer runs
-		// tandem's hook, so fds 1 and 2 were never given back. Unstage
-		// gives them back; the status is unknown.
-		a.hooks = true
-		s.endAgent(a, ev, true)
-		go func() { _, _ = s.writePTY([]byte(keyUnstage)) }()
+		// tandem's hook, so fds 1 and 2 were never given back. The heal
+		// key ends the command as the hook would, with its status and all
+		// its output, and puts the hook back.
+		a.inPrompt[stream] = true
+		if !a.healing {
+			a.healing = true
+			go s.heal(a)
+		}
+	case ev.Kind == term.InputStart && *st == streamCapture && a.inPrompt[stream]:
+		a.inPrompt[stream] = false
 	case ev.Kind == term.Private && ev.Text == "eom":
 		if *st == streamWaiting {
 			return
@@ -270,6 +279,7 @@ func (s *Shell) endAgent(a *agentRun, ev *term.Event, hooksGone bool) {
 	if !hooksGone {
 		st, err := strconv.Atoi(ev.Fields["status"])
 		a.rec.ExitCode, a.rec.ExitKnown = st, err == nil
+		a.rec.Repaired = append(a.rec.Repaired, splitList(ev.Fields["fixed"])...)
 		if c, ok := ev.Fields["cwd"]; ok {
 			s.cwd = c
 		}
@@ -287,6 +297,36 @@ func (s *Shell) endAgent(a *agentRun, ev *term.Event, hooksGone bool) {
 	a.streams[1] = streamClosed
 	a.rec.Duration = time.Since(a.rec.Started)
 	s.finishAgent(a)
+}
+
+// healWait bounds the wait for the shell to answer the heal key.
+const healWait = 2 * time.Second
+
+// heal presses the heal key for an agent command whose prompt came back
+// without tandem's hook. If the shell does not answer (its line editor is
+// off, or a command replaced the shell itself), the command ends with its
+// status unknown and the integration counts as lost.
+func (s *Shell) heal(a *agentRun) {
+	if _, err := s.writePTY([]byte(keyHeal)); err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.waitUntil(context.Background(), healWait, func() bool { return a.phase == phaseDone }); !errors.Is(err, errDeadline) {
+		return
+	}
+	s.log.Warn("shell: the shell did not answer the heal key; its integration is lost")
+	s.lost = "a command removed tandem's PROMPT_COMMAND hook and the shell did not let tandem put it back (is line editing off, set +o emacs?)"
+	a.hooks = true
+	s.endAgent(a, nil, true)
+}
+
+// splitList splits a comma-separated list, "" giving none.
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }
 
 // showEarly shows the stdout that arrived before the command line's echo
@@ -317,6 +357,7 @@ func (s *Shell) finishAgent(a *agentRun) {
 		if s.lateInput {
 			s.promptDrawn()
 		}
+		s.maybeFix()
 	}
 	s.flushHeldOut()
 	if s.opts.OnCommand != nil {

@@ -84,6 +84,9 @@ type Record struct {
 	Unattributed bool
 	// Interrupt says who interrupted the command, and how, if anyone did.
 	Interrupt *Interrupt
+	// Repaired names what of the shell integration the command broke and
+	// tandem put back: prompt_command, history, emacs, vi, monitor.
+	Repaired []string
 }
 
 // Interrupt is how a command was interrupted.
@@ -145,6 +148,9 @@ type Shell struct {
 	typed      []string      // the lines readline accepted for the next command
 	typedBy    credit        // the Enter that submitted its first line
 	typedOK    bool          // typedBy is a viewer's Enter
+	lost       string        // why the integration is lost, if it is
+	fixLine    string        // a repair tandem types at the next prompt (set -o emacs)
+	fixing     bool          // the repair line was typed; its P mark ends it
 	exitMark   bool          // the shell's exit hook ran outside an agent line
 	drained    chan struct{} // closed when readPTY has returned
 	fgShell    bool          // the last PTY read happened with the shell in the foreground

@@ -25,6 +25,13 @@ type EchoReporter interface {
 	InputEchoed() (bool, error)
 }
 
+// ReplaceReporter is implemented by a Conn that can tell whether the
+// shell process still runs the bash tandem started (a local PTY can): a
+// shell that ran exec lost tandem's integration with it.
+type ReplaceReporter interface {
+	ShellReplaced(shellPID int) (bool, error)
+}
+
 // InputWaiter is implemented by a Conn that can tell whether the running
 // command is blocked reading the terminal (a local PTY can): such a
 // command waits for an answer the agent cannot type.
@@ -320,7 +327,7 @@ func (s *Shell) creditsStaleAt() time.Time {
 // typed-ahead line to come; s.mu is held. Unused Enters that went stale
 // are dropped on the way.
 func (s *Shell) idlePrompt() bool {
-	if !s.promptUp || s.cont {
+	if !s.promptUp || s.cont || s.fixLine != "" {
 		return false
 	}
 	if len(s.credits) > 0 && !time.Now().Before(s.creditsStaleAt()) {

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -223,7 +224,21 @@ func (c *conn) endSession() error {
 var (
 	_ shell.ForegroundReporter = (*conn)(nil)
 	_ shell.EchoReporter       = (*conn)(nil)
+	_ shell.ReplaceReporter    = (*conn)(nil)
 )
+
+// ShellReplaced reports whether the shell process no longer runs the bash
+// tandem launched (bash --rcfile /dev/fd/3 -i): a command ran exec.
+func (c *conn) ShellReplaced(shellPID int) (bool, error) {
+	if st, err := readStat(shellPID); err != nil || st.sid != c.pid {
+		return false, fmt.Errorf("local shell: pid %d is not a process of this session", shellPID)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", shellPID))
+	if err != nil {
+		return false, fmt.Errorf("local shell: %w", err)
+	}
+	return !bytes.Contains(b, []byte("\x00--rcfile\x00/dev/fd/3\x00")), nil
+}
 
 // ShellInForeground reports whether the shell's own process group holds
 // the terminal, i.e. no program it started is in the foreground.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
@@ -91,3 +92,22 @@ func (c *conn) exec(ctx context.Context, cmd string) ([]byte, error) {
 	s.Close()
 	return stdout.Bytes(), nil
 }
+
+// ShellReplaced reads /proc/PID/cmdline of the shell on its own exec
+// channel: a shell that no longer runs the bash tandem launched
+// (bash --rcfile /dev/fd/3 -i) ran exec, and lost tandem's integration.
+func (c *conn) ShellReplaced(shellPID int) (bool, error) {
+	if shellPID <= 0 {
+		return false, fmt.Errorf("sshconn: invalid pid %d", shellPID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), replacedTimeout)
+	defer cancel()
+	b, err := c.exec(ctx, "cat /proc/"+strconv.Itoa(shellPID)+"/cmdline")
+	if err != nil {
+		return false, fmt.Errorf("sshconn: shell %d: %w", shellPID, err)
+	}
+	return !bytes.Contains(b, []byte("\x00--rcfile\x00/dev/fd/3\x00")), nil
+}
+
+// replacedTimeout bounds ShellReplaced's look at the remote /proc.
+const replacedTimeout = 5 * time.Second
