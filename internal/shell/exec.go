@@ -313,7 +313,7 @@ func (s *Shell) stage(ctx context.Context, a *agentRun, limit time.Duration) err
 		return busy
 	case errors.Is(err, errDeadline):
 		s.abandon(a)
-		return fmt.Errorf("exec: the shell did not take the command within %s (is the shell stuck in a key binding or slow PROMPT_COMMAND?)", limit)
+		return fmt.Errorf("exec: %w: the shell did not take the command within %s%s; tandem pressed its stage key and got no answer", ErrUnresponsive, limit, s.stoppedNote())
 	case err != nil:
 		s.abandon(a)
 		return fmt.Errorf("exec: %w", err)
@@ -563,7 +563,7 @@ func (s *Shell) Cancel(ctx context.Context, grace time.Duration) (Record, error)
 			return Record{}, fmt.Errorf("cancel: %w", err)
 		}
 	}
-	if noProgram == 2 {
+	if noProgram == 2 && !s.stopped() {
 		// No program held the terminal at either signal, yet the command
 		// never ended: the shell is at a prompt of its own that tandem's
 		// integration does not mark (exec replaced the shell, or PS1 and
@@ -579,7 +579,38 @@ func (s *Shell) Cancel(ctx context.Context, grace time.Duration) (Record, error)
 		s.mu.Unlock()
 		return rec, fmt.Errorf("cancel: %w: %s", ErrIntegrationLost, s.lost)
 	}
-	return Record{}, fmt.Errorf("cancel: %w: the command survived SIGKILL", ErrUnresponsive)
+	return Record{}, fmt.Errorf("cancel: %w: the command survived Ctrl-C, SIGTERM and SIGKILL%s", ErrUnresponsive, s.stoppedNote())
+}
+
+// StopReporter is implemented by a Conn that can tell whether the shell
+// process is stopped (SIGSTOP): such a shell answers nothing until it is
+// continued.
+type StopReporter interface {
+	ShellStopped(shellPID int) (bool, error)
+}
+
+// stopped reports whether the backend says the shell process is stopped.
+func (s *Shell) stopped() bool {
+	sr, ok := s.conn.(StopReporter)
+	if !ok {
+		return false
+	}
+	st, err := sr.ShellStopped(s.PID())
+	return err == nil && st
+}
+
+// stoppedNote says, for an error message, that the shell is stopped, when
+// the backend can tell.
+func (s *Shell) stoppedNote() string {
+	sr, ok := s.conn.(StopReporter)
+	if !ok {
+		return " (is it stopped, or stuck in a key binding or a slow PROMPT_COMMAND?)"
+	}
+	pid := s.PID()
+	if st, err := sr.ShellStopped(pid); err == nil && st {
+		return fmt.Sprintf(" (the shell process, pid %d, is stopped: continue it with kill -CONT %d, or reconnect)", pid, pid)
+	}
+	return " (is it stuck in a key binding or a slow PROMPT_COMMAND?)"
 }
 
 // replaced reports whether the shell process now runs another program

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -109,6 +110,34 @@ func TestExecBashIsReported(t *testing.T) {
 			if _, err := h.sh.Exec(context.Background(), "echo again", shell.ExecOptions{Timeout: 5 * time.Second}); !errors.Is(err, shell.ErrIntegrationLost) {
 				t.Fatalf("the next command: %v, want ErrIntegrationLost", err)
 			}
+		})
+	}
+}
+
+// TestStoppedShellIsUnresponsive: a shell stopped with SIGSTOP answers a
+// code of its own that says so (it answered internal_error), and works
+// again once continued.
+func TestStoppedShellIsUnresponsive(t *testing.T) {
+	for name, dial := range dialers(t) {
+		if name == "pty" {
+			continue // the test PTY cannot look at the shell's process
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := start(t, dial(t))
+			pid := h.sh.PID()
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			_, err := h.sh.Exec(context.Background(), "echo never", shell.ExecOptions{Timeout: 20 * time.Second})
+			if !errors.Is(err, shell.ErrUnresponsive) || !strings.Contains(err.Error(), fmt.Sprintf("kill -CONT %d", pid)) {
+				t.Fatalf("stopped shell: %v", err)
+			}
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			h.idle(t)
+			afterBreak(t, h, "SIGCONT")
 		})
 	}
 }

@@ -227,6 +227,17 @@ var (
 	_ shell.ReplaceReporter    = (*conn)(nil)
 )
 
+var _ shell.StopReporter = (*conn)(nil)
+
+// ShellStopped reports whether the shell process is stopped (state T).
+func (c *conn) ShellStopped(shellPID int) (bool, error) {
+	st, err := readStat(shellPID)
+	if err != nil || st.sid != c.pid {
+		return false, fmt.Errorf("local shell: pid %d is not a process of this session", shellPID)
+	}
+	return st.state == 'T' || st.state == 't', nil
+}
+
 // ShellReplaced reports whether the shell process no longer runs the bash
 // tandem launched (bash --rcfile /dev/fd/3 -i): a command ran exec.
 func (c *conn) ShellReplaced(shellPID int) (bool, error) {

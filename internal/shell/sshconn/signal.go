@@ -111,3 +111,23 @@ func (c *conn) ShellReplaced(shellPID int) (bool, error) {
 
 // replacedTimeout bounds ShellReplaced's look at the remote /proc.
 const replacedTimeout = 5 * time.Second
+
+// ShellStopped reads the shell's state from /proc/PID/stat on its own exec
+// channel: T (or t) means stopped.
+func (c *conn) ShellStopped(shellPID int) (bool, error) {
+	if shellPID <= 0 {
+		return false, fmt.Errorf("sshconn: invalid pid %d", shellPID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), replacedTimeout)
+	defer cancel()
+	stat, err := c.exec(ctx, "cat /proc/"+strconv.Itoa(shellPID)+"/stat")
+	if err != nil {
+		return false, fmt.Errorf("sshconn: shell %d: %w", shellPID, err)
+	}
+	end := bytes.LastIndexByte(stat, ')')
+	f := strings.Fields(string(stat[end+1:]))
+	if end < 0 || len(f) == 0 {
+		return false, fmt.Errorf("sshconn: malformed /proc stat %q", stat)
+	}
+	return f[0] == "T" || f[0] == "t", nil
+}
