@@ -124,6 +124,9 @@ type Info struct {
 
 // Info describes the session.
 func (s *Session) Info() Info {
+	// The shell's lock before the session's, never inside it: the shell
+	// files commands (keep) with its own lock held.
+	cwd := s.sh.Cwd()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := StatusActive
@@ -133,7 +136,7 @@ func (s *Session) Info() Info {
 	return Info{
 		Name: s.Name, Target: s.Target.Name, Kind: s.Target.Kind, Host: s.Target.Host,
 		Port: s.Target.Port, Username: s.Target.Username, Status: st,
-		CreatedAt: s.CreatedAt, LastActivity: s.lastActivity, Cwd: s.sh.Cwd(),
+		CreatedAt: s.CreatedAt, LastActivity: s.lastActivity, Cwd: cwd,
 	}
 }
 

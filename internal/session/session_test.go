@@ -227,3 +227,28 @@ func TestReplayOnlyFromRecordings(t *testing.T) {
 		m.Shutdown()
 	}
 }
+
+// TestInfoWhileCommandsEnd: listing a session while human commands end
+// never deadlocks. Info held the session's lock while it asked the shell
+// for its cwd, and the shell files a finished command into the session
+// with its own lock held.
+func TestInfoWhileCommandsEnd(t *testing.T) {
+	m := session.NewManager(nil)
+	s, _ := create(t, m, alice, "lister")
+	if err := s.Input(context.Background(), []byte("for i in $(seq 400); do true; done\r"+strings.Repeat("true\r", 300))); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+			_ = s.Info()
+			_ = m.List(alice)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Info did not return: deadlocked with the shell filing a command")
+	}
+}
