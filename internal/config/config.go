@@ -258,6 +258,12 @@ type Limits struct {
 // call away.
 const DefaultInlineOutputBytes = 32 << 10
 
+// DefaultCommandTimeout is ssh_exec's timeout when the call names none. It
+// sits under the 60 s request timeout of the common MCP clients (the
+// TypeScript SDK's default), so a long command answers command_timeout
+// with its commandId before the client gives up on the call.
+const DefaultCommandTimeout = 50 * time.Second
+
 // Duration is a time.Duration written as "30s", "15m" or "12h".
 type Duration time.Duration
 
@@ -317,7 +323,7 @@ func (c *Config) fill() {
 		l.MaxLifetime = Duration(12 * time.Hour)
 	}
 	if l.CommandTimeout == 0 {
-		l.CommandTimeout = Duration(120 * time.Second)
+		l.CommandTimeout = Duration(DefaultCommandTimeout)
 	}
 	if l.KeepaliveInterval == 0 {
 		l.KeepaliveInterval = Duration(5 * time.Second)

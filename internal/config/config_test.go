@@ -62,7 +62,7 @@ func TestLoadResolvesAndDefaults(t *testing.T) {
 	if s.Port != 22 || s.KeyFile != "/home/x/.ssh/id" || s.HostKeyPolicy != "accept-new" {
 		t.Errorf("ssh target: %+v", s)
 	}
-	if time.Duration(c.Limits.IdleTimeout) != 5*time.Minute || time.Duration(c.Limits.CommandTimeout) != 120*time.Second || c.Limits.InlineOutputBytes != 32<<10 {
+	if time.Duration(c.Limits.IdleTimeout) != 5*time.Minute || time.Duration(c.Limits.CommandTimeout) != 50*time.Second || c.Limits.InlineOutputBytes != 32<<10 {
 		t.Errorf("limits: %+v", c.Limits)
 	}
 	if !c.AdHocAllowed(true) || c.AdHocAllowed(false) {

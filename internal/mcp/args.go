@@ -136,3 +136,22 @@ func require(field, v string) error {
 	}
 	return nil
 }
+
+// maskInput replaces the input argument of audited arguments by its size:
+// keys typed at a prompt that hides them are secrets.
+func maskInput(args json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(args, &m) != nil {
+		return json.RawMessage(`{"_unparseable":true}`)
+	}
+	if v, ok := m["input"]; ok {
+		var in string
+		_ = json.Unmarshal(v, &in)
+		m["input"], _ = json.Marshal(fmt.Sprintf("[hidden: %d bytes typed where the terminal does not echo]", len(in)))
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return json.RawMessage(`{"_unparseable":true}`)
+	}
+	return b
+}

@@ -82,16 +82,14 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 		return busyFailure(busy)
 	case errors.As(err, &timeout):
 		f := reply{"running": true, "commandId": timeout.Partial.ID, "partial": s.result(c, timeout.Partial)}
-		if timeout.LastLine != "" {
-			f["lastLine"] = timeout.LastLine
+		stateFields(f, timeout.State)
+		switch st := timeout.State; {
+		case st.WaitingForInput:
+			return fail(codeTimeout, fmt.Sprintf("The command is waiting for input on its terminal (it last printed %q). Answer it with ssh_send_input and this commandId (submit adds Enter), or call ssh_cancel and run it non-interactively (a flag such as --yes, a pipe such as `yes |`, or `< /dev/null`), or ask the human to answer it in the browser terminal.", st.LastLine), f)
+		case st.FullScreen:
+			return fail(codeTimeout, fmt.Sprintf("A full-screen program%s holds the terminal; it keeps running. Drive it with ssh_send_input and this commandId, or end it with ssh_cancel (which ends full-screen programs too), or ask the human to use it in the browser terminal.", programName(st.Program)), f)
 		}
-		if timeout.InputKnown {
-			f["waitingForInput"] = timeout.WaitingForInput
-		}
-		if timeout.WaitingForInput {
-			return fail(codeTimeout, fmt.Sprintf("The command is waiting for input on its terminal (it last printed %q), which you cannot type. Call ssh_cancel, then run it non-interactively (a flag such as --yes, a pipe such as `yes |`, or `< /dev/null`), or ask the human to answer it in the browser terminal.", timeout.LastLine), f)
-		}
-		return fail(codeTimeout, "The command is still running after the timeout; it keeps running. Follow it with ssh_read_output and its commandId (running turns false when it ends), or call ssh_cancel to interrupt it; until it ends the session answers session_busy.", f)
+		return fail(codeTimeout, "The command is still running after the timeout; it keeps running. Follow it with ssh_read_output and its commandId (waitSeconds waits for new output; running turns false when it ends), or call ssh_cancel to interrupt it; until it ends the session answers session_busy.", f)
 	case errors.As(err, &ended):
 		why := fmt.Sprintf("Session '%s' has ended (%s).", ended.Name, ended.Reason)
 		switch ended.Reason {
@@ -158,6 +156,30 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 		return fail(codeConnectFailed, "Timed out: "+err.Error()+".", nil)
 	}
 	return fail(codeInternal, "tandem failed: "+err.Error()+".", nil)
+}
+
+// stateFields adds what a running command does with the terminal.
+func stateFields(r reply, st session.InputState) {
+	if st.LastLine != "" {
+		r["lastLine"] = st.LastLine
+	}
+	if st.Known {
+		r["waitingForInput"] = st.WaitingForInput
+	}
+	if st.FullScreen {
+		r["fullScreen"] = true
+		if st.Program != "" {
+			r["program"] = st.Program
+		}
+	}
+}
+
+// programName is " (name)" for a message, or "" when unknown.
+func programName(p string) string {
+	if p == "" {
+		return ""
+	}
+	return " (" + p + ")"
 }
 
 // busyFailure says what holds the shell and what the agent can do about it.

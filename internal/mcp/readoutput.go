@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"regexp"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tandem-sh/tandem/internal/session"
@@ -14,16 +15,23 @@ import (
 const readMaxBytes = 1 << 20
 
 type readOutputArgs struct {
-	SessionName  string `json:"sessionName"`
-	SessionToken string `json:"sessionToken"`
-	CommandID    string `json:"commandId"`
-	Stream       string `json:"stream"`
-	Offset       *int64 `json:"offset"`
-	MaxBytes     *int64 `json:"maxBytes"`
-	Grep         string `json:"grep"`
-	Context      *int   `json:"context"`
-	Encoding     string `json:"encoding"`
+	SessionName  string   `json:"sessionName"`
+	SessionToken string   `json:"sessionToken"`
+	CommandID    string   `json:"commandId"`
+	Stream       string   `json:"stream"`
+	Offset       *int64   `json:"offset"`
+	MaxBytes     *int64   `json:"maxBytes"`
+	Grep         string   `json:"grep"`
+	Context      *int     `json:"context"`
+	Encoding     string   `json:"encoding"`
+	WaitSeconds  *float64 `json:"waitSeconds"`
 }
+
+func (a readOutputArgs) callTimeout() time.Duration { return waitArg(a.WaitSeconds, 0) }
+
+// readWaitMax bounds ssh_read_output's waitSeconds, under the clients'
+// request timeout.
+const readWaitMax = 50 * time.Second
 
 // readOutput serves any kept command's output, the agent's or the human's,
 // by command ID. It is read-only: the gate is neither checked nor reset,
@@ -43,7 +51,7 @@ func (s *Server) readOutput(ctx context.Context, c session.Caller, a readOutputA
 	var stream capture
 	rec, done, found := sess.Command(a.CommandID)
 	if !found {
-		return nil, fail(codeUnknownCommand, fmt.Sprintf("Session '%s' has no command %q. Command IDs come from ssh_exec, ssh_cancel and user_activity_detected replies; a session keeps its latest %d commands.", sess.Name, a.CommandID, session.MaxKeptCommands), reply{"field": "commandId"})
+		return nil, unknownCommand(sess, a.CommandID)
 	}
 	switch a.Stream {
 	case "", "stdout":
@@ -70,6 +78,31 @@ func (s *Server) readOutput(ctx context.Context, c session.Caller, a readOutputA
 		exact = true
 	default:
 		return nil, invalidArg("encoding", "must be \"text\" or \"base64\", got %q", a.Encoding)
+	}
+	if w := a.WaitSeconds; w != nil {
+		if *w < 0 || *w > readWaitMax.Seconds() {
+			return nil, invalidArg("waitSeconds", "must be between 0 and %g", readWaitMax.Seconds())
+		}
+		if !done {
+			// Until there is output at offset (past what exists, for a
+			// negative offset), or the command ends.
+			want := int64(0)
+			switch {
+			case a.Offset == nil:
+			case *a.Offset < 0:
+				want = stream.Size()
+			default:
+				want = *a.Offset
+			}
+			i := 0
+			if a.Stream == "stderr" {
+				i = 1
+			}
+			sess.WaitCommand(ctx, a.CommandID, waitArg(w, 0), func(rec session.Record, done bool) bool {
+				return done || [2]capture{rec.Stdout, rec.Stderr}[i].Size() > want
+			})
+			rec, done, _ = sess.Command(a.CommandID)
+		}
 	}
 	total := stream.Size()
 	off := int64(0)

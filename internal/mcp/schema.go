@@ -112,6 +112,15 @@ var connectionSchema = object("The session.", schema{
 	"createdAt":    typed("string", "When the session started (RFC 3339)."),
 	"lastActivity": typed("string", "The last agent call or human input (RFC 3339)."),
 	"cwd":          typed("string", "The shell's working directory."),
+	"lastCommand": object("The session's running or latest command, yours or the human's: its commandId reads its output with ssh_read_output (also after your client gave up on the call).", schema{
+		"commandId":        typed("string", "Pass to ssh_read_output (or, while it runs and it is yours, ssh_send_input and ssh_cancel)."),
+		"command":          typed("string", "Its command line (cut to 200 bytes)."),
+		"commandTruncated": typed("boolean", "True when command was cut."),
+		"source":           schema{"type": "string", "enum": []string{"agent", "user"}, "description": "agent: yours; user: the human's."},
+		"state":            schema{"type": "string", "enum": []string{"running", "ended"}, "description": "running or ended."},
+		"exitCode":         nullable("integer", "Once ended: its exit status; null when unknown."),
+		"startedAt":        typed("string", "When it started (RFC 3339)."),
+	}),
 })
 
 var sandboxSchema = object("What confines a sandboxed local session on this kernel.", schema{
@@ -153,7 +162,9 @@ var replyFields = schema{
 	"signal":               typed("string", "shell_exited: the signal that ended the shell."),
 	"userActivitySince":    typed("string", "user_activity_detected: when the first human command started (RFC 3339)."),
 	"userCommands":         arrayOf("user_activity_detected: every command the human ran since your last call, in order.", userCommandSchema),
-	"waitingForInput":      typed("boolean", "command_timeout: true when the command is blocked reading the terminal (local sessions)."),
+	"waitingForInput":      typed("boolean", "command_timeout, ssh_send_input: true when the command waits for keys from the terminal (a prompt, getpass, a REPL); answer with ssh_send_input. Present where tandem can tell (local sessions)."),
+	"fullScreen":           typed("boolean", "command_timeout, ssh_send_input: a full-screen program (vim, less, top) shows the alternate screen."),
+	"program":              typed("string", "With fullScreen: the program that holds the terminal, where tandem can tell."),
 	"lastLine":             typed("string", "command_timeout: the last line the command printed, e.g. the prompt it waits at."),
 	"auditError":           typed("string", "The call happened but could not be written to the audit log."),
 	"mayHaveRun":           typed("boolean", "node_unavailable: the call reached the session's node before that node stopped answering, so it may have run there."),
@@ -193,7 +204,7 @@ var (
 
 	execSchema = inputSchema(merge(sessionProps, schema{
 		"command":        typed("string", "The command line, run by bash in the shared shell (up to 1 MiB)."),
-		"timeoutSeconds": typed("number", "How long to wait for the command (default 120). It keeps running after that: read it back with ssh_read_output, or stop it with ssh_cancel."),
+		"timeoutSeconds": typed("number", "How long to wait for the command (default 50, under the 60 s request timeout of common clients). It keeps running after that: read it back with ssh_read_output, or stop it with ssh_cancel."),
 	}), "sessionName", "sessionToken", "command")
 
 	connectSchema = inputSchema(schema{
@@ -217,6 +228,16 @@ var (
 		"encoding":  schema{"type": "string", "enum": []string{"text", "base64"}, "default": "text", "description": "text: data as text, bytes that are not UTF-8 shown as U+FFFD (lossy), or base64 when mostly binary; base64: the exact bytes, base64-encoded. Not with grep."},
 		"grep":      typed("string", "An RE2 pattern: return the matching lines with their line numbers instead of raw bytes."),
 		"context":   merge(typed("integer", "With grep: how many lines before and after each match to return too (default 0), like grep -C; overlapping context is returned once."), schema{"minimum": 0, "maximum": grepContextMax}),
+		"waitSeconds": merge(typed("number", "While the command runs and has no output at offset yet (past its end, for a negative offset): wait up to this long for some, or for the command's end, instead of answering at once (default 0). Follow a running command with offset set to the last nextOffset or totalBytes."),
+			schema{"minimum": 0, "maximum": readWaitMax.Seconds()}),
+	}), "sessionName", "sessionToken", "commandId")
+
+	sendInputSchema = inputSchema(merge(sessionProps, schema{
+		"commandId": typed("string", "Your running command, from the command_timeout (or session_busy) reply: input never goes to the human's commands or to the shell's prompt."),
+		"input":     typed("string", "The keys to send, as typed: text, \u0003 for Ctrl-C, \u001b for Esc. Up to 64 KiB."),
+		"submit":    schema{"type": "boolean", "default": false, "description": "Press Enter after input (input may then be empty)."},
+		"waitSeconds": merge(typed("number", "How long to wait for what the command does next: its end, or output that then pauses (default 2)."),
+			schema{"minimum": 0, "maximum": sendInputWaitMax.Seconds()}),
 	}), "sessionName", "sessionToken", "commandId")
 
 	emptySchema = inputSchema(schema{})

@@ -204,6 +204,9 @@ type call struct {
 	// raw, if set, is sent instead of the reply's usual rendering: a
 	// result in another program's shape (permissions__approve).
 	raw *mcp.CallToolResult
+	// maskInput keeps the input argument out of the audit: keys typed
+	// where the terminal does not echo them (a password prompt).
+	maskInput bool
 }
 
 // timeouter is implemented by arguments that carry their own timeout.
@@ -354,6 +357,9 @@ func (s *Server) audit(ctx context.Context, c session.Caller, tool string, info 
 	var args json.RawMessage
 	if info.req != nil {
 		args = auditArgs(info.req.Params.Arguments, info.decoded)
+		if info.maskInput {
+			args = maskInput(args)
+		}
 	}
 	rec := audit.Record{
 		Time: start, Tenant: c.Tenant, Actor: c.ID, SessionID: info.sessionID, SessionName: info.session,
@@ -451,6 +457,15 @@ func (s *Server) register() {
 				})),
 			},
 			handler: handler(s, "ssh_read_output", s.readOutput)},
+		{name: "ssh_send_input", title: "Answer your running command", in: sendInputSchema, destructive: true,
+			desc: "Send keys to your own running command: an answer at a prompt (read -p, rm -i, [Y/n], a password), a line for a REPL. submit adds Enter. Returns what the command did next: the output since (stdoutOffset on), or its result if it ended, and whether it waits for input again.",
+			out: schema{"result": resultSchema, "bytesSent": typed("integer", "How many bytes were typed."),
+				"echoed":       typed("boolean", "Whether the terminal showed the keys (false at a password prompt; absent where tandem cannot tell). Keys it hid are not audited."),
+				"stdout":       typed("string", "While it runs: its output since the keys (stdoutNextOffset when there is more)."),
+				"stderr":       typed("string", "While it runs: its stderr since the keys."),
+				"stdoutOffset": typed("integer", "Where stdout since the keys starts in the stream."), "stderrOffset": typed("integer", "Where stderr since the keys starts."),
+				"stdoutNextOffset": typed("integer", "Where the rest of stdout starts, for ssh_read_output."), "stderrNextOffset": typed("integer", "Where the rest of stderr starts.")},
+			handler: handler(s, "ssh_send_input", s.sendInput)},
 		{name: "ssh_list_sessions", title: "List sessions", in: emptySchema, readOnly: true,
 			desc: "List your own sessions (never tokens).",
 			out:  schema{"sessions": arrayOf("Your live sessions, oldest first.", connectionSchema)},

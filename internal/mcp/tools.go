@@ -204,6 +204,16 @@ func (s *Server) list(ctx context.Context, c session.Caller) reply {
 			r["lastActivity"] = i.LastActivity.UTC().Format(time.RFC3339Nano)
 			r["cwd"] = i.Cwd
 		}
+		if l := i.Last; l != nil {
+			lc := reply{"commandId": l.ID, "source": l.Source, "state": "running", "startedAt": l.Started.UTC().Format(time.RFC3339Nano)}
+			clipCommand(lc, l.Command, 200)
+			delete(lc, "commandBytes")
+			if !l.Running {
+				lc["state"] = "ended"
+				lc["exitCode"] = exitCode(session.Record{ExitCode: l.ExitCode, ExitKnown: l.ExitKnown})
+			}
+			r["lastCommand"] = lc
+		}
 		out = append(out, r)
 	}
 	return ok(reply{"sessions": out})

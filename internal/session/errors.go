@@ -18,6 +18,8 @@ type (
 	TimeoutError = shell.TimeoutError
 	// ExitError is a shell that exited on its own.
 	ExitError = shell.ExitError
+	// InputState is what a running command does with the terminal.
+	InputState = shell.InputState
 	// HostKeyError is a refused SSH host key.
 	HostKeyError = sshconn.HostKeyError
 )

@@ -108,6 +108,18 @@ type kept struct {
 	done bool
 }
 
+// CommandInfo names one command of a session and where it stands.
+type CommandInfo struct {
+	ID      string
+	Source  string // "agent" or "user"
+	Command string
+	Running bool
+	// ExitCode is meaningful once it ended, when ExitKnown.
+	ExitCode  int
+	ExitKnown bool
+	Started   time.Time
+}
+
 // Info is what a caller may see of its own session. It never holds a token.
 type Info struct {
 	Name         string
@@ -120,6 +132,9 @@ type Info struct {
 	CreatedAt    time.Time
 	LastActivity time.Time
 	Cwd          string
+	// Last is the session's running or latest command, the agent's or the
+	// human's; nil before the first.
+	Last *CommandInfo
 }
 
 // Info describes the session.
@@ -133,11 +148,21 @@ func (s *Session) Info() Info {
 	if s.endReason != "" {
 		st = StatusEnded
 	}
-	return Info{
+	i := Info{
 		Name: s.Name, Target: s.Target.Name, Kind: s.Target.Kind, Host: s.Target.Host,
 		Port: s.Target.Port, Username: s.Target.Username, Status: st,
 		CreatedAt: s.CreatedAt, LastActivity: s.lastActivity, Cwd: cwd,
 	}
+	for j := len(s.order) - 1; j >= 0; j-- {
+		k := s.commands[s.order[j]]
+		if k.rec.Source != "agent" && k.rec.Source != "user" {
+			continue // a listing tandem wrote, not a command
+		}
+		i.Last = &CommandInfo{ID: k.rec.ID, Source: k.rec.Source, Command: k.rec.Command, Running: !k.done,
+			ExitCode: k.rec.ExitCode, ExitKnown: k.rec.ExitKnown, Started: k.rec.Started}
+		break
+	}
+	return i
 }
 
 // Caller is who owns the session.
@@ -316,6 +341,35 @@ func (s *Session) wrapShellErr(err error) error {
 // Watch streams the terminal to a viewer; see shell.Shell.Watch.
 func (s *Session) Watch(ctx context.Context, fn func(p []byte) error) error {
 	return s.sh.Watch(ctx, fn)
+}
+
+// SendInput types the agent's input into its own running command id (an
+// answer at a prompt); see shell.Shell.SendInput. The gate applies as to
+// every call that acts on the shell.
+func (s *Session) SendInput(ctx context.Context, id string, input []byte) (echo int, err error) {
+	if err := s.Gate(); err != nil {
+		return 0, err
+	}
+	s.touch()
+	echo, err = s.sh.SendInput(ctx, id, input)
+	if err != nil {
+		return echo, s.wrapShellErr(err)
+	}
+	return echo, nil
+}
+
+// State reports what the agent's running command id does with the
+// terminal; ok is false when it is not the running agent command.
+func (s *Session) State(id string) (InputState, bool) { return s.sh.State(id) }
+
+// WaitCommand waits up to d until cond, given command id's record as it
+// stands and whether it ended, holds; it is checked again whenever the
+// shell shows output or changes state. It reports whether cond held.
+func (s *Session) WaitCommand(ctx context.Context, id string, d time.Duration, cond func(rec Record, done bool) bool) bool {
+	return s.sh.Wait(ctx, d, func() bool {
+		rec, done, ok := s.Command(id)
+		return !ok || cond(rec, done)
+	})
 }
 
 // Input types a human's keystrokes into the terminal.

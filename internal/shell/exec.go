@@ -14,8 +14,9 @@ import (
 
 // Defaults owned here; callers pass zero to get them.
 const (
-	// DefaultExecTimeout bounds an Exec whose options name no timeout.
-	DefaultExecTimeout = 120 * time.Second
+	// DefaultExecTimeout bounds an Exec whose options name no timeout: under
+	// the 60 s request timeout of common MCP clients.
+	DefaultExecTimeout = 50 * time.Second
 	// DefaultCancelGrace is the wait between Ctrl-C, SIGTERM and SIGKILL.
 	DefaultCancelGrace = 2 * time.Second
 	// MaxCommandBytes is the largest command Exec accepts. A heredoc that
@@ -73,12 +74,9 @@ func (s *Shell) busyHuman() *BusyError {
 // The command keeps running; Partial holds the output so far.
 type TimeoutError struct {
 	Partial Record
-	// InputKnown says whether the backend could tell WaitingForInput: true
-	// when the command is blocked reading the terminal.
-	InputKnown, WaitingForInput bool
-	// LastLine is the last line the command printed, on either stream:
-	// often the prompt it waits at.
-	LastLine string
+	// State says what the command does with the terminal: whether it
+	// waits for input (and where), or shows a full screen.
+	State InputState
 }
 
 func (e *TimeoutError) Error() string {
@@ -206,12 +204,11 @@ func (s *Shell) Exec(ctx context.Context, command string, o ExecOptions) (Record
 			s.mu.Unlock()
 			return rec, fmt.Errorf("exec: %w: %s", ErrIntegrationLost, s.lostReason())
 		}
-		te := &TimeoutError{Partial: rec, LastLine: lastLine(last)}
-		if iw, ok := s.conn.(InputWaiter); ok {
-			if w, werr := iw.WaitingForInput(); werr == nil {
-				te.InputKnown, te.WaitingForInput = true, w
-			}
-		}
+		s.mu.Lock()
+		full := s.alt.on
+		s.mu.Unlock()
+		te := &TimeoutError{Partial: rec, State: InputState{LastLine: lastLine(last), FullScreen: full}}
+		s.probeInput(&te.State)
 		return rec, te
 	case ctx.Err() != nil:
 		// The caller is gone: never leave its command running unseen.
@@ -330,6 +327,9 @@ func (s *Shell) stage(ctx context.Context, a *agentRun, limit time.Duration) err
 	s.mu.Lock()
 	a.phase = phaseAccepted
 	a.rec.Started = time.Now()
+	if s.opts.OnStart != nil {
+		s.opts.OnStart(a.rec) // readable while it runs
+	}
 	// The line leaves the prompt; its C mark goes to the relay, not the
 	// terminal, so say so here. The next command waits for the next prompt.
 	s.promptUp, s.fresh, s.promptDue, s.lateInput = false, false, true, false

@@ -37,8 +37,9 @@ type Options struct {
 	// outlived their Exec. It runs with the Shell's lock held: it must not
 	// block or call the Shell.
 	OnCommand func(Record)
-	// OnStart, if set, is called when a human command starts, with its
-	// record as it stands (its output keeps filling). Same rules.
+	// OnStart, if set, is called when a command starts running, the
+	// human's or the agent's, with its record as it stands (its output
+	// keeps filling). Same rules.
 	OnStart func(Record)
 	// Spool captures command output with bounded memory. Nil keeps all
 	// output in memory, which only tests should do.
@@ -149,6 +150,7 @@ type Shell struct {
 	typedBy    credit        // the Enter that submitted its first line
 	typedOK    bool          // typedBy is a viewer's Enter
 	lost       string        // why the integration is lost, if it is
+	alt        altScreen     // whether a full-screen program shows
 	fixLine    string        // a repair tandem types at the next prompt (set -o emacs)
 	fixing     bool          // the repair line was typed; its P mark ends it
 	exitMark   bool          // the shell's exit hook ran outside an agent line

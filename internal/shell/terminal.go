@@ -194,12 +194,14 @@ func (s *Shell) show(p []byte) {
 	}
 	_, _ = s.scrollback.Write(p)
 	_, _ = s.live.Write(p)
+	s.alt.feed(p)
 	if s.opts.Output != nil {
 		s.opts.Output(p)
 	}
 	for v := range s.viewers {
 		v.poke()
 	}
+	s.changed.Broadcast() // output waiters (Wait)
 }
 
 func (s *Shell) flushHeldOut() {

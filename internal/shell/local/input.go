@@ -16,23 +16,33 @@ import (
 var _ shell.InputWaiter = (*conn)(nil)
 
 // WaitingForInput reports whether a process of the terminal's foreground
-// process group is blocked in read(2) on the session's terminal: a prompt
-// nobody will answer for the agent (a password, a y/n question, an
-// interactive program). It reads /proc, which tandem may for its own
-// descendants; a process it cannot inspect counts as not waiting.
+// process group waits for keys from the session's terminal: blocked in
+// read(2) on it, whatever fd it holds it as (getpass and `read <
+// /dev/tty` open /dev/tty), or, with the terminal out of canonical mode
+// (a line editor, a REPL, a full-screen program), blocked in poll or
+// select. It reads /proc, which tandem may for its own descendants; a
+// process it cannot inspect counts as not waiting.
 func (c *conn) WaitingForInput() (bool, error) {
 	var pgrp, ptn int
+	var lflag uint32
 	err := c.control(func(fd int) (err error) {
 		if pgrp, err = unix.IoctlGetInt(fd, unix.TIOCGPGRP); err != nil {
 			return err
 		}
-		ptn, err = unix.IoctlGetInt(fd, unix.TIOCGPTN)
+		if ptn, err = unix.IoctlGetInt(fd, unix.TIOCGPTN); err != nil {
+			return err
+		}
+		t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+		if err == nil {
+			lflag = t.Lflag
+		}
 		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("local shell: terminal: %w", err)
 	}
 	tty := fmt.Sprintf("/dev/pts/%d", ptn)
+	raw := lflag&unix.ICANON == 0
 	pids, err := filepath.Glob("/proc/[0-9]*")
 	if err != nil {
 		return false, err
@@ -42,13 +52,46 @@ func (c *conn) WaitingForInput() (bool, error) {
 		if err != nil || processGroup(pid) != pgrp {
 			continue
 		}
-		if fd, ok := readingFD(pid); ok {
-			if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, fd)); err == nil && target == tty {
+		nr, fd, ok := blockedIn(pid)
+		switch {
+		case !ok:
+		case nr == unix.SYS_READ || nr == unix.SYS_READV:
+			// /dev/tty is the process's controlling terminal: this one,
+			// as the process is in its foreground group.
+			if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, fd)); err == nil && (target == tty || target == "/dev/tty") {
 				return true, nil
 			}
+		case raw && pollCalls[nr]:
+			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// pollCalls are the syscalls a line editor or full-screen program waits
+// for keys in.
+var pollCalls = map[int]bool{
+	unix.SYS_POLL: true, unix.SYS_PPOLL: true, unix.SYS_SELECT: true, unix.SYS_PSELECT6: true,
+	unix.SYS_EPOLL_WAIT: true, unix.SYS_EPOLL_PWAIT: true,
+}
+
+var _ shell.ProgramNamer = (*conn)(nil)
+
+// ForegroundProgram names the program that leads the terminal's
+// foreground process group, from /proc/PID/comm.
+func (c *conn) ForegroundProgram() (string, error) {
+	var pgrp int
+	if err := c.control(func(fd int) (err error) {
+		pgrp, err = unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+		return err
+	}); err != nil {
+		return "", fmt.Errorf("local shell: TIOCGPGRP: %w", err)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pgrp))
+	if err != nil {
+		return "", fmt.Errorf("local shell: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // processGroup is field 5 of /proc/PID/stat, or -1.
@@ -73,24 +116,25 @@ func processGroup(pid int) int {
 	return g
 }
 
-// readingFD reports the fd a process is blocked reading, from
-// /proc/PID/syscall ("NR arg0 …", hex arguments).
-func readingFD(pid int) (int, bool) {
+// blockedIn reports the syscall a process is blocked in and its first
+// argument, from /proc/PID/syscall ("NR arg0 …", hex arguments); ok is
+// false for a running process.
+func blockedIn(pid int) (nr, arg0 int, ok bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", pid))
 	if err != nil {
-		return 0, false
+		return 0, 0, false
 	}
 	f := strings.Fields(string(b))
 	if len(f) < 2 {
-		return 0, false
+		return 0, 0, false
 	}
-	nr, err := strconv.Atoi(f[0])
-	if err != nil || (nr != unix.SYS_READ && nr != unix.SYS_READV) {
-		return 0, false
-	}
-	fd, err := strconv.ParseInt(strings.TrimPrefix(f[1], "0x"), 16, 32)
+	nr, err = strconv.Atoi(f[0])
 	if err != nil {
-		return 0, false
+		return 0, 0, false
 	}
-	return int(fd), true
+	a, err := strconv.ParseInt(strings.TrimPrefix(f[1], "0x"), 16, 64)
+	if err != nil {
+		return 0, 0, false
+	}
+	return nr, int(a), true
 }

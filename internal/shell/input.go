@@ -1,0 +1,161 @@
+package shell
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// altScreen follows whether the terminal shows the alternate screen, where
+// full-screen programs (vim, less, top) draw, from the bytes viewers see.
+type altScreen struct {
+	on   bool
+	tail []byte // the end of the last chunk, which may start a switch
+}
+
+// The switches to and from the alternate screen (xterm's 1049, 1047, 47).
+var (
+	altOn  = [][]byte{[]byte("\x1b[?1049h"), []byte("\x1b[?1047h"), []byte("\x1b[?47h")}
+	altOff = [][]byte{[]byte("\x1b[?1049l"), []byte("\x1b[?1047l"), []byte("\x1b[?47l")}
+)
+
+// feed reads one chunk of terminal output.
+func (a *altScreen) feed(p []byte) {
+	if bytes.IndexByte(p, 0x1b) < 0 && len(a.tail) == 0 {
+		return
+	}
+	b := append(a.tail, p...)
+	last, on := -1, a.on
+	for _, m := range altOn {
+		if i := bytes.LastIndex(b, m); i > last {
+			last, on = i, true
+		}
+	}
+	for _, m := range altOff {
+		if i := bytes.LastIndex(b, m); i > last {
+			last, on = i, false
+		}
+	}
+	a.on = on
+	a.tail = nil
+	if i := bytes.LastIndexByte(b, 0x1b); i >= 0 && len(b)-i < len(altOn[0]) {
+		a.tail = bytes.Clone(b[i:])
+	}
+}
+
+// ProgramNamer is implemented by a Conn that can name the program holding
+// the terminal (a local PTY can), for a full-screen program's report.
+type ProgramNamer interface {
+	ForegroundProgram() (string, error)
+}
+
+// InputState is what a running command does with the terminal: whether it
+// waits for a key the agent could send, and what it shows.
+type InputState struct {
+	// Known says whether the backend could tell WaitingForInput.
+	Known bool
+	// WaitingForInput is true when the command is blocked reading the
+	// terminal: a prompt, a REPL, /dev/tty opened by getpass.
+	WaitingForInput bool
+	// LastLine is the last line the command printed, often the prompt.
+	LastLine string
+	// FullScreen is true while a program shows the alternate screen
+	// (vim, less, top); Program names it when the backend can.
+	FullScreen bool
+	Program    string
+}
+
+// State reports what the agent's running command id does with the
+// terminal; ok is false when id is not the running command.
+func (s *Shell) State(id string) (InputState, bool) {
+	s.mu.Lock()
+	a := s.agent
+	if a == nil || a.rec.ID != id || a.phase != phaseAccepted {
+		s.mu.Unlock()
+		return InputState{}, false
+	}
+	st := InputState{LastLine: lastLine(a.lastOut), FullScreen: s.alt.on}
+	s.mu.Unlock()
+	s.probeInput(&st)
+	return st, true
+}
+
+// probeInput asks the backend whether the command waits for input and, on
+// a full screen, which program shows it.
+func (s *Shell) probeInput(st *InputState) {
+	if iw, ok := s.conn.(InputWaiter); ok {
+		if w, err := iw.WaitingForInput(); err == nil {
+			st.Known, st.WaitingForInput = true, w
+		}
+	}
+	if pn, ok := s.conn.(ProgramNamer); ok && st.FullScreen {
+		if name, err := pn.ForegroundProgram(); err == nil {
+			st.Program = name
+		}
+	}
+}
+
+// EchoUnknown is SendInput's answer when the backend cannot tell whether
+// the terminal echoes (SSH): callers treat the input as secret.
+const EchoUnknown = -1
+
+// SendInput types input into the terminal for the agent's running command
+// id: keys it reads, such as an answer at a prompt. It never reaches a
+// command that is not the agent's own, nor the shell's prompt. It reports
+// whether the terminal echoed the keys (1), hid them (0, a password
+// prompt), or cannot tell (EchoUnknown).
+func (s *Shell) SendInput(ctx context.Context, id string, input []byte) (echo int, err error) {
+	s.mu.Lock()
+	a := s.agent
+	if a == nil || a.rec.ID != id || a.phase < phaseAccepted {
+		s.mu.Unlock()
+		return 0, fmt.Errorf("send input: %w: %s is not the agent's running command", ErrNotRunning, id)
+	}
+	// Keys typed before the line runs would be read by the shell itself.
+	err = s.waitUntil(ctx, stageTimeout, func() bool { return a.started || a.phase == phaseDone })
+	done := a.phase == phaseDone
+	s.mu.Unlock()
+	switch {
+	case errors.Is(err, errDeadline):
+		return 0, fmt.Errorf("send input: %w: the command has not started", ErrUnresponsive)
+	case err != nil:
+		return 0, fmt.Errorf("send input: %w", err)
+	case done:
+		return 0, fmt.Errorf("send input: %w: %s has ended", ErrNotRunning, id)
+	}
+	echo = EchoUnknown
+	if er, ok := s.conn.(EchoReporter); ok {
+		if e, err := er.InputEchoed(); err == nil {
+			echo = 0
+			if e {
+				echo = 1
+			}
+		}
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	s.mu.Lock()
+	if s.agent != a || a.phase != phaseAccepted {
+		s.mu.Unlock()
+		return 0, fmt.Errorf("send input: %w: %s has ended", ErrNotRunning, id)
+	}
+	if s.opts.Input != nil && echo == 1 {
+		s.opts.Input(input)
+	}
+	s.mu.Unlock()
+	if _, err := s.conn.Write(input); err != nil {
+		return 0, fmt.Errorf("send input: %w", err)
+	}
+	return echo, nil
+}
+
+// Wait waits, with the shell's state locked, until cond holds, ctx ends
+// or d passes; cond is evaluated again after every terminal event and
+// every piece of output. It reports whether cond held.
+func (s *Shell) Wait(ctx context.Context, d time.Duration, cond func() bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waitUntil(ctx, d, cond) == nil
+}
