@@ -69,7 +69,7 @@ func attach(ctx context.Context, f attachFlags, target string, stdin io.Reader, 
 	ws := *u
 	ws.Scheme = map[string]string{"http": "ws", "https": "wss"}[u.Scheme]
 	ws.Path = strings.TrimSuffix(u.Path, "/") + "/ws"
-	conn, resp, err := websocket.Dial(ctx, ws.String(), &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {origin}}})
+	conn, resp, err := websocket.Dial(ctx, ws.String(), &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {origin}, "User-Agent": {"tandem-attach"}}})
 	if err != nil {
 		if resp != nil && resp.StatusCode == http.StatusNotFound {
 			return errors.New("no live session behind that URL: it ended, or the link is wrong")

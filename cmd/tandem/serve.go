@@ -310,6 +310,11 @@ type webTerminal struct{ *session.Session }
 // Name is the session's name, shown (escaped) on the page.
 func (t webTerminal) Name() string { return t.Session.Name }
 
+// Input types a viewer's keys, named for the records of what they run.
+func (t webTerminal) Input(ctx context.Context, p []byte) error {
+	return t.Session.Input(session.WithViewer(ctx, web.ViewerFrom(ctx)), p)
+}
+
 func loadConfig(path, workspace, home string) (*config.Config, error) {
 	switch {
 	case path != "" && workspace != "":

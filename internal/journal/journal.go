@@ -24,8 +24,9 @@ import (
 )
 
 // queueLen bounds the commands waiting to be written; past it a command's
-// row is dropped (and counted) rather than stalling the shell.
-const queueLen = 1024
+// row is dropped (and counted) rather than stalling the shell. A human's
+// paste of thousands of lines must fit.
+const queueLen = 16384
 
 // Journal is one process's writer to the store and the audit log.
 type Journal struct {
@@ -224,7 +225,36 @@ func (j *Journal) write() {
 		if err := j.st.AddCommand(context.Background(), row); err != nil {
 			j.log.Error("journal: record command", "command", rec.ID, "err", err)
 		}
+		if rec.Source == "user" {
+			j.humanCommand(c.s, rec, row.ExitCode)
+		}
 		j.settled(rec.ID, c.p)
+	}
+}
+
+// humanCommand audits a command a human ran in the session's terminal,
+// beside the agent's calls: who typed it, what ran, how it ended.
+func (j *Journal) humanCommand(s *session.Session, rec shell.Record, exit *int) {
+	args := map[string]any{"source": "human", "viewer": rec.Viewer, "command": rec.Command, "commandId": rec.ID, "cwd": rec.Cwd}
+	if rec.Unattributed {
+		args["unattributed"] = true
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		return
+	}
+	c := s.Caller()
+	actor := rec.Viewer
+	if actor == "" {
+		actor = "human"
+	}
+	_, err = j.audit.Append(context.Background(), audit.Record{
+		Time: rec.Started, Tenant: c.Tenant, Actor: actor, SessionID: s.ID, SessionName: s.Name, Target: s.Target.Name,
+		Event: "human_command", Args: b, Outcome: "ok", ExitCode: exit, DurationMs: rec.Duration.Milliseconds(),
+		Bytes: rec.Stdout.Size() + rec.Stderr.Size(),
+	})
+	if err != nil {
+		j.log.Error("journal: audit human command", "command", rec.ID, "err", err)
 	}
 }
 

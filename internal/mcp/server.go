@@ -207,6 +207,9 @@ type call struct {
 	// maskInput keeps the input argument out of the audit: keys typed
 	// where the terminal does not echo them (a password prompt).
 	maskInput bool
+	// commandID is the command the call ran, if any: an interrupted or
+	// timed-out call's audit record names it, for reading it back.
+	commandID string
 }
 
 // timeouter is implemented by arguments that carry their own timeout.
@@ -367,8 +370,14 @@ func (s *Server) audit(ctx context.Context, c session.Caller, tool string, info 
 		ExitCode: info.exit, DurationMs: time.Since(start).Milliseconds(), Bytes: info.bytes,
 		Workspace: info.workspace, ApprovalID: info.approvalID,
 	}
-	if info.rule != "" && outcome != "ok" {
+	switch {
+	case info.rule != "" && outcome != "ok":
 		rec.Reason = "policy: " + info.rule
+	case info.commandID != "" && (outcome == codeCancelled || outcome == codeTimeout):
+		rec.Reason = "command " + info.commandID + ": " + map[string]string{
+			codeCancelled: "interrupted, the client cancelled the call",
+			codeTimeout:   "still running after the call's timeout",
+		}[outcome]
 	}
 	if cl := info.claims; cl != nil {
 		rec.Actor, rec.SID, rec.JTI, rec.ClaimFingerprint = cl.Actor, cl.SID, cl.JTI, cl.Fingerprint

@@ -171,8 +171,10 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 	prog := startProgress(ctx, s.heartbeat())
 	rec, err := sess.Exec(ctx, a.Command, session.ExecOptions{Timeout: timeout, OnOutput: prog.hook()})
 	prog.finish()
+	callFrom(ctx).commandID = rec.ID
 	if err != nil {
-		if rec.Stdout != nil && (errors.Is(err, session.ErrShellExited) || errors.Is(err, session.ErrCaptureFailed) || errors.Is(err, session.ErrIntegrationLost)) {
+		if rec.Stdout != nil && (errors.Is(err, session.ErrShellExited) || errors.Is(err, session.ErrCaptureFailed) ||
+			errors.Is(err, session.ErrIntegrationLost) || errors.Is(err, context.Canceled)) {
 			return nil, &partialError{err: err, rec: rec}
 		}
 		return nil, err

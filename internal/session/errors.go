@@ -1,6 +1,8 @@
 package session
 
 import (
+	"context"
+
 	"github.com/tandem-sh/tandem/internal/shell"
 	"github.com/tandem-sh/tandem/internal/shell/sshconn"
 )
@@ -48,3 +50,9 @@ var (
 	ErrConnect         = sshconn.ErrConnect
 	ErrConnectTimeout  = sshconn.ErrTimeout
 )
+
+// WithViewer names who types the input made with ctx; see
+// shell.WithViewer.
+func WithViewer(ctx context.Context, name string) context.Context {
+	return shell.WithViewer(ctx, name)
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -57,6 +58,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	// and when the viewer leaves.
 	connCtx, endConn := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer endConn()
+	connCtx = context.WithValue(connCtx, viewerKey{}, s.viewerName(r))
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	read := make(chan error, 1)
@@ -93,6 +95,32 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	endConn()
 	err = <-read
 	s.log.Debug("web: viewer left", "remote", r.RemoteAddr, "err", err, "write_err", writeErr)
+}
+
+type viewerKey struct{}
+
+// ViewerFrom names the viewer whose input ctx carries, for Terminal.Input:
+// "operator" for a browser signed in to the dashboard, "tandem attach",
+// or "browser", each with the connection's address.
+func ViewerFrom(ctx context.Context) string {
+	v, _ := ctx.Value(viewerKey{}).(string)
+	return v
+}
+
+// attachAgent is the User-Agent tandem attach sends.
+const attachAgent = "tandem-attach"
+
+// viewerName labels one terminal connection for the records of what it
+// types.
+func (s *Server) viewerName(r *http.Request) string {
+	who := "browser"
+	switch {
+	case s.signedIn(r):
+		who = "operator"
+	case strings.HasPrefix(r.UserAgent(), attachAgent):
+		who = "tandem attach"
+	}
+	return who + " " + r.RemoteAddr
 }
 
 // readInput relays the browser's messages to t until the connection fails.
