@@ -263,7 +263,9 @@ func TestBrowserPaste(t *testing.T) {
 			if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
 				t.Fatal(err)
 			}
-			waitScreen(t, ctx, func(s string) bool { return strings.HasSuffix(strings.TrimRight(s, " \n"), "#") || strings.HasSuffix(strings.TrimRight(s, " \n"), "$") })
+			waitScreen(t, ctx, func(s string) bool {
+				return strings.HasSuffix(strings.TrimRight(s, " \n"), "#") || strings.HasSuffix(strings.TrimRight(s, " \n"), "$")
+			})
 			paste := func(text string) {
 				t.Helper()
 				js := `(function(text){const dt = new DataTransfer(); dt.setData('text/plain', text);
