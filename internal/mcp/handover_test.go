@@ -220,3 +220,28 @@ func waitOutput(t *testing.T, sess *session.Session, s string, n int) {
 		t.Fatalf("the terminal never showed %q %d times: %v", s, n, err)
 	}
 }
+
+// TestBackgroundOutputInItsOwnField: a background job's output comes in
+// the next reply's background field, never in a command's stdout, and is
+// readable back by its outputId.
+func TestBackgroundOutputInItsOwnField(t *testing.T) {
+	f := newServer(t, 0)
+	c := f.client(t)
+	s := connect(t, c, "bg")
+	mcptest.MustOK(t, exec(t, c, s, "(sleep 0.3; echo bg-line; echo bg-err >&2) &"))
+	r := mcptest.MustOK(t, exec(t, c, s, "sleep 0.8; echo fg"))
+	if res := mcptest.Result(t, r); res["stdout"] != "fg\n" {
+		t.Errorf("the later command's output: %v", res)
+	}
+	bg, _ := r["background"].(map[string]any)
+	if bg == nil || bg["stdout"] != "bg-line\n" || bg["stderr"] != "bg-err\n" || bg["outputId"] == nil {
+		t.Fatalf("background field: %s", mcptest.Short(r))
+	}
+	back := mcptest.MustOK(t, c.Call(t, "ssh_read_output", map[string]any{"sessionName": s.Name, "sessionToken": s.Token, "commandId": bg["outputId"]}))
+	if back["data"] != "bg-line\n" {
+		t.Errorf("read back: %s", mcptest.Short(back))
+	}
+	if again := mcptest.MustOK(t, exec(t, c, s, "echo next")); again["background"] != nil {
+		t.Errorf("reported twice: %s", mcptest.Short(again))
+	}
+}

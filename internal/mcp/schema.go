@@ -172,6 +172,11 @@ var replyFields = schema{
 	"expiresAt":            typed("string", "approval_pending: when the approval expires unanswered (RFC 3339)."),
 	"decidedBy":            typed("string", "approval_denied: who denied it: dashboard, client, upstream."),
 	"rule":                 typed("string", "policy_denied and the approval codes: the policy rule that decided."),
+	"background": object("Output that background jobs (cmd &) printed since your last reply, on their own: never inside a command's output. Read all of it with ssh_read_output and outputId as the commandId.", merge(schema{
+		"outputId":    typed("string", "Pass as commandId to ssh_read_output."),
+		"stdoutBytes": typed("integer", "How much stdout they printed."),
+		"stderrBytes": typed("integer", "How much stderr they printed."),
+	}, streamFields("stdout"), streamFields("stderr"))),
 }
 
 // outputSchema is the schema of one tool's replies: the common fields and

@@ -187,7 +187,31 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 	info.bytes = rec.Stdout.Size() + rec.Stderr.Size()
 	res := s.result(c, rec)
 	s.recorded(ctx, rec.ID, res)
-	return ok(reply{"result": res, "commandId": rec.ID}), nil
+	r := reply{"result": res, "commandId": rec.ID}
+	s.addBackground(c, sess, r)
+	return ok(r), nil
+}
+
+// backgroundBudget bounds the inline background output of one reply.
+const backgroundBudget = 4 << 10
+
+// addBackground reports, in a field of its own, what background jobs
+// printed since the last reply: never inside a command's output, and all
+// of it readable back by its outputId.
+func (s *Server) addBackground(c session.Caller, sess *session.Session, r reply) {
+	bg, ok := sess.TakeBackground()
+	if !ok {
+		return
+	}
+	b := reply{"outputId": bg.ID, "stdoutBytes": bg.Stdout.Size(), "stderrBytes": bg.Stderr.Size()}
+	p := s.plan(c)
+	if p.limit <= 0 || p.limit > backgroundBudget {
+		p.limit = backgroundBudget
+	}
+	p.add(b, bg.ID, "stdout", bg.Stdout)
+	p.add(b, bg.ID, "stderr", bg.Stderr)
+	p.fill()
+	r["background"] = b
 }
 
 func (s *Server) list(ctx context.Context, c session.Caller) reply {
@@ -260,7 +284,9 @@ func (s *Server) cancel(ctx context.Context, c session.Caller, a sessionArgs) (r
 	}
 	res := s.result(c, rec)
 	s.recorded(ctx, rec.ID, res)
-	return ok(reply{"message": cancelMessage(rec), "result": res, "commandId": rec.ID}), nil
+	r := reply{"message": cancelMessage(rec), "result": res, "commandId": rec.ID}
+	s.addBackground(c, sess, r)
+	return ok(r), nil
 }
 
 // cancelMessage says what ended a cancelled command, and how it ended.

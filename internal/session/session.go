@@ -156,7 +156,7 @@ func (s *Session) Info() Info {
 	for j := len(s.order) - 1; j >= 0; j-- {
 		k := s.commands[s.order[j]]
 		if k.rec.Source != "agent" && k.rec.Source != "user" {
-			continue // a listing tandem wrote, not a command
+			continue // a listing tandem wrote, or background output
 		}
 		i.Last = &CommandInfo{ID: k.rec.ID, Source: k.rec.Source, Command: k.rec.Command, Running: !k.done,
 			ExitCode: k.rec.ExitCode, ExitKnown: k.rec.ExitKnown, Started: k.rec.Started}
@@ -356,6 +356,17 @@ func (s *Session) SendInput(ctx context.Context, id string, input []byte) (echo 
 		return echo, s.wrapShellErr(err)
 	}
 	return echo, nil
+}
+
+// TakeBackground returns the output background jobs printed since the
+// last call, filed for read-back by its ID; ok is false when there was
+// none.
+func (s *Session) TakeBackground() (Record, bool) {
+	rec, ok := s.sh.TakeBackground()
+	if ok {
+		s.keep(rec, true)
+	}
+	return rec, ok
 }
 
 // State reports what the agent's running command id does with the

@@ -229,7 +229,7 @@ func (s *Shell) waitRelayDrained() {
 	deadline := time.Now().Add(relayDrainWait)
 	t := time.AfterFunc(relayDrainWait, s.wake)
 	defer t.Stop()
-	for s.relayEOF < 2 && time.Now().Before(deadline) {
+	for len(s.pairs) > s.cur && s.pairs[s.cur].eof < 2 && time.Now().Before(deadline) {
 		s.changed.Wait()
 	}
 }
@@ -653,7 +653,11 @@ func (s *Shell) want() {
 	rec := []byte("- 0\n") // nothing wanted any more: the shell stages nothing
 	if a != nil && a.phase == phaseStaging && !a.sent {
 		a.sent = true
-		rec = append([]byte(a.rec.ID+" "+strconv.Itoa(len(a.rec.Command))+"\n"), a.rec.Command...)
+		hdr := a.rec.ID + " " + strconv.Itoa(len(a.rec.Command))
+		if p := s.nextPair(); p > 0 {
+			hdr += " " + strconv.Itoa(p) // new FIFOs: a background job holds these
+		}
+		rec = append([]byte(hdr+"\n"), a.rec.Command...)
 	}
 	select {
 	case s.stageq <- rec:

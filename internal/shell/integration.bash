@@ -91,6 +91,8 @@ __tandem_hist=0
 __tandem_hinit=0
 __tandem_agent=0
 __tandem_pcs=0
+__tandem_pair=0
+__tandem_bg=
 
 # Agent commands. tandem presses the stage key; this function asks for the
 # command ("want"), reads "ID LEN\n" and LEN bytes from the "in" FIFO, puts
@@ -100,14 +102,21 @@ __tandem_pcs=0
 # to the stderr FIFO before the C mark. A human's half-typed line is never
 # overwritten. LEN 0 means tandem no longer wants a line.
 __tandem_stage() {
-	local LC_ALL=C hdr id len cmd
+	local LC_ALL=C hdr id len cmd pair fo fe
 	printf '\033]633;X;want%s' "$__tandem_N" >/dev/tty
 	if ! IFS= read -r -t 5 -u "$__tandem_fi" hdr; then
 		printf '\033]633;X;stagefail%s' "$__tandem_N" >/dev/tty
 		return
 	fi
+	# "ID LEN" or "ID LEN PAIR": PAIR asks for fresh output FIFOs, as a
+	# background job still holds the ones the last command had.
 	id=${hdr%% *}
 	len=${hdr#* }
+	pair=
+	if [[ $len == *" "* ]]; then
+		pair=${len#* }
+		len=${len%% *}
+	fi
 	[[ $len == 0 ]] && return
 	if [[ ! $len =~ ^[0-9]+$ ]] || ! IFS= read -r -d '' -N "$len" -t 30 -u "$__tandem_fi" cmd || [[ ${#cmd} != "$len" ]]; then
 		printf '\033]633;X;stagefail%s' "$__tandem_N" >/dev/tty
@@ -118,10 +127,18 @@ __tandem_stage() {
 		printf '\033]633;X;busy;id=%s;line=%s%s' "$id" "$__tandem_r" "$__tandem_N" >/dev/tty
 		return
 	fi
+	if [[ $pair =~ ^[0-9]+$ ]] && mkfifo -m 600 "$__tandem_dir/out.$pair" "$__tandem_dir/err.$pair" 2>/dev/null &&
+		exec {fo}<>"$__tandem_dir/out.$pair" {fe}<>"$__tandem_dir/err.$pair"; then
+		# The old pair is left to the background job: once it ends,
+		# tandem reads its end there.
+		exec {__tandem_fo}>&- {__tandem_fe}>&-
+		__tandem_fo=$fo __tandem_fe=$fe __tandem_pair=$pair
+	fi
 	READLINE_LINE=$cmd
 	READLINE_POINT=${#cmd}
 	__tandem_agent=1
-	printf '\033]633;X;staged;id=%s%s' "$id" "$__tandem_N" >/dev/tty
+	__tandem_bg=${!-}
+	printf '\033]633;X;staged;id=%s;pair=%s%s' "$id" "$__tandem_pair" "$__tandem_N" >/dev/tty
 	exec {__tandem_so}>&1 {__tandem_se}>&2 1>&$__tandem_fo 2>&$__tandem_fe
 	printf '\033]633;X;bom;id=%s%s' "$id" "$__tandem_N"
 	printf '\033]633;X;bom;id=%s%s' "$id" "$__tandem_N" >&2
@@ -130,8 +147,12 @@ __tandem_stage() {
 # status ($1, "-" if unknown), whether the line ran at all ($2) and the
 # cwd, then fds back. The agent's result comes from here, not the tty.
 __tandem_release() {
+	local bg=0
+	# The line started a background job ($! moved), which may write to
+	# these FIFOs after the line ends: the next line gets new ones.
+	[[ ${!-} != "$__tandem_bg" ]] && bg=1
 	__tandem_esc "$PWD"
-	local m=$'\033]633;X;eom;status='$1';ran='$2';fixed='${__tandem_fixed#,}';cwd='$__tandem_r$__tandem_N
+	local m=$'\033]633;X;eom;status='$1';ran='$2';bg='$bg';fixed='${__tandem_fixed#,}';cwd='$__tandem_r$__tandem_N
 	printf %s "$m" >&$__tandem_fo
 	printf %s "$m" >&$__tandem_fe
 	exec 1>&$__tandem_so 2>&$__tandem_se {__tandem_so}>&- {__tandem_se}>&-

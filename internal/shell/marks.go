@@ -200,6 +200,12 @@ func (s *Shell) private(e *term.Event) {
 	case "want":
 		s.want()
 	case "staged", "busy", "stagefail":
+		if e.Text == "staged" {
+			// The FIFOs the shell now writes agent lines to.
+			if p, err := strconv.Atoi(e.Fields["pair"]); err == nil {
+				s.switchPair(p)
+			}
+		}
 		a := s.agent
 		if a != nil && a.phase == phaseStaging && a.reply == "" && (e.Text == "stagefail" || e.Fields["id"] == a.rec.ID) {
 			a.reply, a.busyLine = e.Text, e.Fields["line"]

@@ -138,3 +138,16 @@ func (c *ptyConn) Err() error {
 	defer c.mu.Unlock()
 	return c.err
 }
+
+func (c *ptyConn) OpenPair(ctx context.Context, dir, name string) (io.ReadCloser, io.ReadCloser, error) {
+	out, err := os.Open(filepath.Join(dir, "out."+name))
+	if err != nil {
+		return nil, nil, err
+	}
+	errf, err := os.Open(filepath.Join(dir, "err."+name))
+	if err != nil {
+		_ = out.Close()
+		return nil, nil, err
+	}
+	return out, errf, nil
+}

@@ -46,9 +46,10 @@ func (s *Shell) openRelay(dir string) {
 	if s.promptUp {
 		s.ready = true
 	}
+	s.pairs = []*pair{{ready: true}}
 	go s.writeStages(r.Stage)
-	go s.readRelay(r.Stdout, 0)
-	go s.readRelay(r.Stderr, 1)
+	go s.readRelay(r.Stdout, 0, 0)
+	go s.readRelay(r.Stderr, 0, 1)
 }
 
 // writeStages writes the answers to the shell's "want" requests, in order.
@@ -81,9 +82,10 @@ func (s *Shell) writeStages(w io.Writer) {
 	}
 }
 
-// readRelay splits one relay stream into agent output and mirrors it to
-// the viewers, since it never passes through the terminal.
-func (s *Shell) readRelay(r io.Reader, stream int) {
+// readRelay splits one stream of FIFO pair pn into agent output and
+// background output, and mirrors it to the viewers, since it never passes
+// through the terminal.
+func (s *Shell) readRelay(r io.Reader, pn, stream int) {
 	sc := newRelayScanner(s.nonce)
 	view := term.NewParser("") // drops any stray mark on the way to viewers
 	buf := make([]byte, 64<<10)
@@ -96,14 +98,17 @@ func (s *Shell) readRelay(r io.Reader, stream int) {
 		if n > 0 {
 			fg := s.shellInForeground(buf[:n])
 			s.mu.Lock()
+			cur := pn == s.cur
 			sc.feed(buf[:n], func(p []byte, ev *term.Event) {
 				if ev != nil {
-					s.relayEvent(stream, ev, fg)
+					if cur {
+						s.relayEvent(stream, ev, fg)
+					}
 					return
 				}
 				a := s.agent
 				st := streamWaiting
-				if a != nil {
+				if a != nil && cur {
 					st = a.streams[stream]
 				}
 				switch st {
@@ -132,7 +137,12 @@ func (s *Shell) readRelay(r io.Reader, stream int) {
 					}
 					show(crlf)
 				default:
-					// Output of a background job after its command ended.
+					// Output of a background job: after its command ended,
+					// or on a pair agent lines no longer use.
+					s.background(stream, p)
+					if cur {
+						s.rotate = true // something writes between commands
+					}
 					crlf = toCRLF(crlf[:0], p)
 					show(crlf)
 				}
@@ -141,7 +151,7 @@ func (s *Shell) readRelay(r io.Reader, stream int) {
 		}
 		if err != nil {
 			s.mu.Lock()
-			s.relayEOF++
+			s.pairs[pn].eof++
 			s.changed.Broadcast()
 			s.mu.Unlock()
 			return
@@ -217,6 +227,9 @@ func (s *Shell) relayEvent(stream int, ev *term.Event, fg bool) {
 	case ev.Kind == term.Private && ev.Text == "eom":
 		if *st == streamWaiting {
 			return
+		}
+		if ev.Fields["bg"] == "1" || mayBackground(a.rec.Command) {
+			s.rotate = true // a job it started may write here later
 		}
 		if stream == 1 {
 			s.endAgent(a, ev, false)

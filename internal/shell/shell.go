@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -114,20 +115,26 @@ type Shell struct {
 
 	writeMu sync.Mutex // serialises every write to the PTY
 
-	mu        sync.Mutex
-	changed   *sync.Cond // broadcast on every state change
-	nonce     string
-	parser    *term.Parser
-	relay     *Relay
-	relayErr  error
-	relayEOF  int // relay streams read to their end
-	pid       int
-	rundir    string
-	cwd       string
-	ready     bool
-	fresh     bool // a P mark was seen: the next B is a new, empty prompt
-	promptUp  bool // a new prompt is drawn and no line has left it since
-	promptDue bool // an agent line was accepted; its prompt has not been drawn yet
+	mu       sync.Mutex
+	changed  *sync.Cond // broadcast on every state change
+	nonce    string
+	parser   *term.Parser
+	relay    *Relay
+	relayErr error
+	// pairs are the relay's FIFO pairs (see background.go); agent lines
+	// write to pairs[cur]. rotate asks for a new pair for the next line.
+	pairs       []*pair
+	cur         int
+	rotate      bool
+	pairReaders []io.Closer
+	bg          *bgRun // background output not yet reported
+	pid         int
+	rundir      string
+	cwd         string
+	ready       bool
+	fresh       bool // a P mark was seen: the next B is a new, empty prompt
+	promptUp    bool // a new prompt is drawn and no line has left it since
+	promptDue   bool // an agent line was accepted; its prompt has not been drawn yet
 	// lateInput: the prompt after an agent command was drawn before the
 	// relay delivered the command's end; the prompt counts once it does.
 	lateInput bool
@@ -362,6 +369,13 @@ func (s *Shell) Close() error {
 	if relay != nil {
 		drain()
 		_ = relay.Close()
+	}
+	s.mu.Lock()
+	readers := s.pairReaders
+	s.pairReaders = nil
+	s.mu.Unlock()
+	for _, r := range readers {
+		_ = r.Close()
 	}
 	s.fail(ErrClosed)
 	return err

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -61,4 +63,27 @@ func openFIFO(path string, flag int) (*os.File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+var _ shell.PairOpener = (*conn)(nil)
+
+// OpenPair opens the FIFOs dir/out.NAME and dir/err.NAME for reading, as
+// OpenRelay opens out and err; NAME is a number.
+func (c *conn) OpenPair(ctx context.Context, dir, name string) (io.ReadCloser, io.ReadCloser, error) {
+	if _, err := strconv.Atoi(name); err != nil {
+		return nil, nil, fmt.Errorf("local shell: open FIFO pair %q: not a number", name)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("local shell: open FIFO pair: %w", err)
+	}
+	out, err := openFIFO(filepath.Join(dir, "out."+name), os.O_RDONLY)
+	if err != nil {
+		return nil, nil, fmt.Errorf("local shell: open FIFO pair: %w", err)
+	}
+	errf, err := openFIFO(filepath.Join(dir, "err."+name), os.O_RDONLY)
+	if err != nil {
+		_ = out.Close()
+		return nil, nil, fmt.Errorf("local shell: open FIFO pair: %w", err)
+	}
+	return out, errf, nil
 }

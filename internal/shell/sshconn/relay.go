@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -190,4 +191,51 @@ func (rw *relayWriter) Close() error {
 // shellQuote quotes s as one word for a POSIX shell.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// pairScript streams the FIFOs out.$2 and err.$2 in $1 over the channel,
+// out to stdout and err to stderr, after checking them and writing one
+// ready byte. It ends once both reach EOF (every writer gone).
+const pairScript = `for f in out.$2 err.$2; do [ -p "$1/$f" ] || { echo "$1/$f is not a FIFO" >&2; exit 2; }; done; ` +
+	`printf ` + relayReady + `; cat "$1/out.$2" & cat "$1/err.$2" >&2; wait`
+
+var _ shell.PairOpener = (*conn)(nil)
+
+// OpenPair reads the FIFOs dir/out.NAME and dir/err.NAME on a channel of
+// their own, as OpenRelay reads out and err; NAME is a number.
+func (c *conn) OpenPair(ctx context.Context, dir, name string) (io.ReadCloser, io.ReadCloser, error) {
+	if _, err := strconv.Atoi(name); err != nil || dir == "" || strings.ContainsRune(dir, 0) {
+		return nil, nil, fmt.Errorf("sshconn: open FIFO pair %q in %q: invalid", name, dir)
+	}
+	var stdout, stderr io.Reader
+	s, err := c.openSession(ctx, func(s *ssh.Session) (err error) {
+		if stdout, err = s.StdoutPipe(); err != nil {
+			return err
+		}
+		if stderr, err = s.StderrPipe(); err != nil {
+			return err
+		}
+		if err := s.Start("exec sh -c " + shellQuote(pairScript) + " tandem-pair " + shellQuote(dir) + " " + name); err != nil {
+			return err
+		}
+		ready := make([]byte, len(relayReady))
+		if _, err := io.ReadFull(stdout, ready); err != nil || string(ready) != relayReady {
+			msg, _ := io.ReadAll(io.LimitReader(stderr, 1024))
+			return fmt.Errorf("pair reader did not start: %v %s", err, bytes.TrimSpace(msg))
+		}
+		return nil
+	})
+	if err == nil && !c.track() {
+		s.Close()
+		err = net.ErrClosed
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("sshconn: open FIFO pair %s in %s: %w", name, dir, err)
+	}
+	r := &relay{c: c, s: s, open: 2, ended: make(chan struct{})}
+	go func() {
+		defer c.wg.Done()
+		r.wait()
+	}()
+	return &relayReader{r: r, rd: stdout}, &relayReader{r: r, rd: stderr}, nil
 }
