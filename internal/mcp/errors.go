@@ -30,6 +30,7 @@ const (
 	codeCaptureFailed      = "capture_failed"
 	codeIntegrationLost    = "shell_integration_lost"
 	codeUnresponsive       = "shell_unresponsive"
+	codeOutputUnavailable  = "output_unavailable"
 	codeNotRunning         = "no_command_running"
 	codeUnknownCommand     = "unknown_command"
 	codeSessionExists      = "session_exists"
@@ -150,6 +151,12 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 		return fail(codeConnectionLost, "The connection to the session's shell was lost: "+err.Error()+". Call ssh_connect again to start a new session.", nil)
 	case errors.Is(err, context.Canceled):
 		return fail(codeCancelled, "The call was cancelled by the client; its command was interrupted.", extra)
+	case errors.Is(err, session.ErrClosed):
+		return fail(codeSessionEnded, "The session was ended while this call ran (ssh_disconnect, a lease that ran out, or the server shutting down). Call ssh_connect again to start a new session, for example "+reconnectExample+".", merge(reply{"reason": "ended_during_call"}, extra))
+	case errors.Is(err, session.ErrStart):
+		return fail(codeConnectFailed, "The shell did not start: "+err.Error()+". Check the target (its login shell must run bash, and its startup files must not wait for input), then call ssh_connect again.", nil)
+	case errors.Is(err, errOutputRead):
+		return fail(codeOutputUnavailable, "tandem could not read the command's output back from its spool file ("+err.Error()+"): check the disk of tandem's data directory. The command itself is not affected.", nil)
 	case errors.Is(err, session.ErrNotRunning):
 		return fail(codeNotRunning, "No command of yours is running in this session, so there is nothing to cancel.", nil)
 	case errors.Is(err, session.ErrConnectTimeout) || errors.Is(err, context.DeadlineExceeded):

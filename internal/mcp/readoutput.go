@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"regexp"
 	"time"
@@ -143,7 +144,10 @@ func (s *Server) readOutput(ctx context.Context, c session.Caller, a readOutputA
 		return nil, invalidArg("grep", "is not an RE2 pattern: %v", err)
 	}
 	if err := grep(ctx, r, q, done); err != nil {
-		return nil, fmt.Errorf("read output: %w", err)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("read output: %w", ctx.Err())
+		}
+		return nil, fmt.Errorf("read output: %w: %w", errOutputRead, err)
 	}
 	return ok(r), nil
 }
@@ -185,3 +189,7 @@ func readBytes(r reply, f capture, off, n, total int64, done, fromEnd, exact boo
 		r["lossy"] = true
 	}
 }
+
+// errOutputRead wraps a failure to read a spooled stream back (a disk
+// error): the output_unavailable code.
+var errOutputRead = errors.New("output unreadable")

@@ -44,6 +44,8 @@ var (
 	ErrCaptureFailed   = shell.ErrCaptureFailed
 	ErrIntegrationLost = shell.ErrIntegrationLost
 	ErrUnresponsive    = shell.ErrUnresponsive
+	ErrStart           = shell.ErrStart
+	ErrClosed          = shell.ErrClosed
 	ErrAuth            = sshconn.ErrAuth
 	ErrKey             = sshconn.ErrKey
 	ErrHostKey         = sshconn.ErrHostKey

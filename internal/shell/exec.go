@@ -483,8 +483,13 @@ func (s *Shell) settle(ctx context.Context) {
 			return
 		}
 		// The condition must be false now: a true one returns at once,
-		// without letting the terminal reader in.
-		err := s.waitUntil(ctx, d, func() bool { return s.idlePrompt() || s.agent != nil || s.human != nil })
+		// without letting the terminal reader in. A prompt drawn or left
+		// meanwhile is a new case: look again (typed-ahead Enters go
+		// stale on their own clock).
+		up := s.promptUp
+		err := s.waitUntil(ctx, d, func() bool {
+			return s.idlePrompt() || s.agent != nil || s.human != nil || s.promptUp != up
+		})
 		if err != nil && !errors.Is(err, errDeadline) {
 			return
 		}
@@ -547,10 +552,13 @@ func (s *Shell) Cancel(ctx context.Context, grace time.Duration) (Record, error)
 		s.mu.Unlock()
 		// No foreground job means the command just ended: wait for its end.
 		err := step.send()
-		if errors.Is(err, ErrNoForeground) {
+		switch {
+		case errors.Is(err, ErrNoForeground):
 			noProgram++
-		} else if err != nil {
+		case errors.Is(err, ErrConnectionLost) || errors.Is(err, ErrShellExited) || errors.Is(err, context.Canceled):
 			return Record{}, fmt.Errorf("cancel: %w", err)
+		case err != nil:
+			return Record{}, fmt.Errorf("cancel: %w: tandem could not interrupt the command (%s): %v", ErrUnresponsive, step.how.Key+step.how.Signal, err)
 		}
 		s.mu.Lock()
 		err = s.waitUntil(ctx, grace, func() bool { return a.phase == phaseDone || s.agent != a })

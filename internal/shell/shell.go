@@ -196,19 +196,19 @@ func Start(ctx context.Context, d Dialer, opts *Options) (*Shell, error) {
 	s.live = newLive()
 	var nb [16]byte
 	if _, err := rand.Read(nb[:]); err != nil {
-		return nil, fmt.Errorf("shell start: nonce: %w", err)
+		return nil, fmt.Errorf("shell start: %w: nonce: %w", ErrStart, err)
 	}
 	s.nonce = hex.EncodeToString(nb[:])
 	conn, err := d.Dial(ctx, Launch{Command: LaunchCommand(), Cols: s.opts.Cols, Rows: s.opts.Rows})
 	if err != nil {
-		return nil, fmt.Errorf("shell start: %w", err)
+		return nil, fmt.Errorf("shell start: %w: %w", ErrStart, err)
 	}
 	s.conn = conn
 	go s.readPTY()
 	go s.watchConn()
 	if err := s.waitReady(ctx); err != nil {
 		_ = s.Close()
-		return nil, fmt.Errorf("shell start: %w", err)
+		return nil, fmt.Errorf("shell start: %w: %w", ErrStart, err)
 	}
 	return s, nil
 }
@@ -280,6 +280,10 @@ func (s *Shell) fail(err error) {
 	}
 	s.changed.Broadcast()
 }
+
+// ErrStart wraps every failure of Start: the shell, or tandem's
+// integration in it, did not come up.
+var ErrStart = errors.New("shell did not start")
 
 // ErrClosed is returned by calls on a Shell after Close.
 var ErrClosed = errors.New("shell closed")
