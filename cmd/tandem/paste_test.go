@@ -59,7 +59,7 @@ func (v *wsViewer) waitFor(t *testing.T, s string, n int) {
 	})
 }
 
-func openViewer(t *testing.T, monitorURL string) *wsViewer {
+func openViewer(t testing.TB, monitorURL string) *wsViewer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -87,7 +87,7 @@ func openViewer(t *testing.T, monitorURL string) *wsViewer {
 
 // paste sends text as the page does: input messages of at most 8,192
 // characters, one after another.
-func (v *wsViewer) paste(t *testing.T, text string) {
+func (v *wsViewer) paste(t testing.TB, text string) {
 	t.Helper()
 	for i := 0; i < len(text); i += 8192 {
 		msg, _ := json.Marshal(map[string]string{"t": "i", "d": text[i:min(len(text), i+8192)]})
