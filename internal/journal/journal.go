@@ -41,6 +41,8 @@ type Journal struct {
 	mu      sync.Mutex
 	dropped int64
 	pending map[string]*pendingCommand // queued commands, by id, until their row is written
+	queued  time.Time                  // when the last command was queued
+	hurried chan struct{}              // someone waits for a row: stop yielding to a burst
 }
 
 type command struct {
@@ -71,7 +73,7 @@ func New(st store.Store, l *audit.Log, instanceID string, log *slog.Logger) *Jou
 		log = slog.New(slog.DiscardHandler)
 	}
 	j := &Journal{st: st, audit: l, instance: instanceID, log: log, queue: make(chan command, queueLen),
-		pending: map[string]*pendingCommand{}}
+		pending: map[string]*pendingCommand{}, hurried: make(chan struct{}, 1)}
 	j.wg.Add(1)
 	go j.write()
 	return j
@@ -149,6 +151,7 @@ func (j *Journal) CommandDone(s *session.Session, rec shell.Record) {
 	p := &pendingCommand{written: make(chan struct{}), hurry: make(chan struct{})}
 	j.mu.Lock()
 	j.pending[rec.ID] = p
+	j.queued = time.Now()
 	j.mu.Unlock()
 	select {
 	case j.queue <- command{s, rec, time.Now(), p}:
@@ -173,6 +176,10 @@ func (j *Journal) Recorded(ctx context.Context, id string) error {
 		return nil
 	}
 	p.hurryOnce.Do(func() { close(p.hurry) })
+	select {
+	case j.hurried <- struct{}{}:
+	default:
+	}
 	select {
 	case <-p.written:
 		return nil
@@ -202,6 +209,9 @@ func (j *Journal) write() {
 			case <-c.p.hurry:
 				t.Stop()
 			}
+		}
+		if rec := c.rec; rec.Source == "user" {
+			j.yieldToBurst()
 		}
 		rec := c.rec
 		outPath, err1 := persist(rec.Stdout)
@@ -255,6 +265,36 @@ func (j *Journal) humanCommand(s *session.Session, rec shell.Record, exit *int) 
 	})
 	if err != nil {
 		j.log.Error("journal: audit human command", "command", rec.ID, "err", err)
+	}
+}
+
+// Bursts of human commands (a paste of thousands of lines) run first:
+// their rows wait until commands stop coming for burstQuiet, at most
+// burstMax, so that writing them (a file and two rows each) does not take
+// the CPU the paste runs on.
+const (
+	burstQuiet = 50 * time.Millisecond
+	burstMax   = 30 * time.Second
+)
+
+// yieldToBurst waits while commands keep being queued, unless someone
+// waits for a row.
+func (j *Journal) yieldToBurst() {
+	deadline := time.Now().Add(burstMax)
+	for {
+		j.mu.Lock()
+		quiet := time.Since(j.queued)
+		j.mu.Unlock()
+		if quiet >= burstQuiet || time.Now().After(deadline) {
+			return
+		}
+		t := time.NewTimer(burstQuiet - quiet)
+		select {
+		case <-t.C:
+		case <-j.hurried:
+			t.Stop()
+			return
+		}
 	}
 }
 

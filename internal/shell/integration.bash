@@ -23,6 +23,9 @@ if [ -z "$__tandem_dir" ]; then
 fi
 mkfifo -m 600 "$__tandem_dir/in" "$__tandem_dir/out" "$__tandem_dir/err"
 exec {__tandem_fi}<>"$__tandem_dir/in" {__tandem_fo}<>"$__tandem_dir/out" {__tandem_fe}<>"$__tandem_dir/err"
+# The terminal, open once: the key bindings write their marks to it on
+# every Enter and every staged line.
+exec {__tandem_tty}>/dev/tty
 # On exit: a human's last command line (exit, Ctrl-D) still reports its
 # line and status, then the run dir goes if the rc made it.
 __tandem_exit() {
@@ -89,6 +92,7 @@ __tandem_ran=0
 PS0="${PS0-}"'${__tandem_null[__tandem_ran=1]-}${__tandem_C}'
 __tandem_hist=0
 __tandem_hinit=0
+__tandem_typed=0
 __tandem_agent=0
 __tandem_pcs=0
 __tandem_pair=0
@@ -103,7 +107,7 @@ __tandem_bg=
 # overwritten. LEN 0 means tandem no longer wants a line.
 __tandem_stage() {
 	local LC_ALL=C hdr id len cmd pair fo fe
-	printf '\033]633;X;want%s' "$__tandem_N" >/dev/tty
+	printf '\033]633;X;want%s' "$__tandem_N" >&$__tandem_tty
 	if ! IFS= read -r -t 5 -u "$__tandem_fi" hdr; then
 		printf '\033]633;X;stagefail%s' "$__tandem_N" >/dev/tty
 		return
@@ -138,7 +142,7 @@ __tandem_stage() {
 	READLINE_POINT=${#cmd}
 	__tandem_agent=1
 	__tandem_bg=${!-}
-	printf '\033]633;X;staged;id=%s;pair=%s%s' "$id" "$__tandem_pair" "$__tandem_N" >/dev/tty
+	printf '\033]633;X;staged;id=%s;pair=%s%s' "$id" "$__tandem_pair" "$__tandem_N" >&$__tandem_tty
 	exec {__tandem_so}>&1 {__tandem_se}>&2 1>&$__tandem_fo 2>&$__tandem_fe
 	printf '\033]633;X;bom;id=%s%s' "$id" "$__tandem_N"
 	printf '\033]633;X;bom;id=%s%s' "$id" "$__tandem_N" >&2
@@ -189,43 +193,48 @@ __tandem_pc() {
 		__tandem_release "$s" "$__tandem_ran"
 	fi
 	if [[ $__tandem_ran == 1 ]]; then
-		# history 1 into a file and back: no fork for the command line.
-		local HISTTIMEFORMAT= num
-		builtin history 1 >"$__tandem_dir/h"
-		# An agent line can be a megabyte: tandem knows it already, so
-		# only its history number is read, and no E text is sent.
-		if [[ $__tandem_agent == 1 ]]; then
-			IFS= read -r h <"$__tandem_dir/h"
-		else
-			IFS= read -r -d '' h <"$__tandem_dir/h"
+		local HISTTIMEFORMAT= num=
+		__tandem_r=
+		# The newest history entry's number, free: HISTCMD less one, when
+		# bash runs this as PROMPT_COMMAND (no argument, or "pc").
+		if [[ ( -z ${1-} || ${2-} == pc ) && ${HISTCMD-} =~ ^[0-9]+$ ]]; then
+			num=$((HISTCMD - 1))
 		fi
-		h=${h#"${h%%[! ]*}"}
-		num=${h%%[!0-9]*}
-		if [[ $__tandem_agent == 1 ]]; then
-			__tandem_hist=${num:-$__tandem_hist}
-			__tandem_r=
-		elif [[ -n $num && $num != "$__tandem_hist" ]]; then
-			if (( num - __tandem_hist > 1 )); then
-				# A multi-line buffer (a paste) ran as several entries:
-				# send them all, each marked by HISTTIMEFORMAT's RS byte,
-				# for tandem to split (X;hist); E names the last.
-				HISTTIMEFORMAT=$'\036' builtin history $(( num - __tandem_hist > 10000 ? 10000 : num - __tandem_hist )) >"$__tandem_dir/h"
-				IFS= read -r -d '' __tandem_r <"$__tandem_dir/h"
-				__tandem_esc "$__tandem_r"
-				printf '\033]633;X;hist;text=%s%s' "$__tandem_r" "$__tandem_N"
+		# A human's line that its line mark did not name (Enter rebound,
+		# history expansion), or a number not known yet: history 1 into a
+		# file and back, no fork. An agent line can be a megabyte: tandem
+		# knows it already, so only its number is read.
+		if [[ -z $num ]] || [[ $__tandem_agent != 1 && $__tandem_typed != 1 ]]; then
+			builtin history 1 >"$__tandem_dir/h"
+			if [[ $__tandem_agent == 1 ]]; then
+				IFS= read -r h <"$__tandem_dir/h"
+			else
+				IFS= read -r -d '' h <"$__tandem_dir/h"
 			fi
-			__tandem_hist=$num
-			h=${h#"$num"}
-			h=${h#\*}
-			h=${h#"  "}
-			__tandem_esc "${h%$'\n'}"
-		else
-			__tandem_r=
+			h=${h#"${h%%[! ]*}"}
+			num=${h%%[!0-9]*}
+			if [[ $__tandem_agent != 1 && $__tandem_typed != 1 && -n $num && $num != "$__tandem_hist" ]]; then
+				if (( num - __tandem_hist > 1 )); then
+					# A multi-line buffer (a paste) ran as several entries:
+					# send them all, each marked by HISTTIMEFORMAT's RS byte,
+					# for tandem to split (X;hist); E names the last.
+					HISTTIMEFORMAT=$'\036' builtin history $(( num - __tandem_hist > 10000 ? 10000 : num - __tandem_hist )) >"$__tandem_dir/h"
+					IFS= read -r -d '' __tandem_r <"$__tandem_dir/h"
+					__tandem_esc "$__tandem_r"
+					printf '\033]633;X;hist;text=%s%s' "$__tandem_r" "$__tandem_N"
+				fi
+				h=${h#"$num"}
+				h=${h#\*}
+				h=${h#"  "}
+				__tandem_esc "${h%$'\n'}"
+			fi
 		fi
+		__tandem_hist=${num:-$__tandem_hist}
 		printf '\033]633;E;%s%s\033]133;D;%s%s' "$__tandem_r" "$__tandem_N" "$s" "$__tandem_N"
 	fi
 	__tandem_ran=0
 	__tandem_agent=0
+	__tandem_typed=0
 	[[ -n $__tandem_fixed ]] && printf '\033]633;X;healed;what=%s%s' "${__tandem_fixed#,}" "$__tandem_N"
 	[[ $__tandem_noedit == 1 ]] && printf '\033]633;X;noedit;mode=%s%s' "$__tandem_mode" "$__tandem_N"
 	__tandem_fixed= __tandem_noedit=0
@@ -239,7 +248,7 @@ __tandem_tail() {
 		# A command replaced the hook, the first element: end its line
 		# here, and put the hook back.
 		__tandem_fixed+=,prompt_command
-		__tandem_pc "$s"
+		__tandem_pc "$s" pc
 		PROMPT_COMMAND=(__tandem_pc "${PROMPT_COMMAND[@]}")
 	fi
 	__tandem_pcs=0
@@ -301,8 +310,12 @@ __tandem_heal() {
 # accept-line): tandem names a human command while it runs, before its E
 # mark comes at the end.
 __tandem_line() {
+	# The mark names the line, so the end needs no history read; unless
+	# history expansion will change it (a '!').
+	__tandem_typed=1
+	[[ $- == *H* && $READLINE_LINE == *!* ]] && __tandem_typed=0
 	__tandem_esc "$READLINE_LINE"
-	printf '\033]633;X;line;text=%s%s' "$__tandem_r" "$__tandem_N" >/dev/tty
+	printf '\033]633;X;line;text=%s%s' "$__tandem_r" "$__tandem_N" >&$__tandem_tty
 }
 
 for __tandem_m in emacs vi-insert vi-command; do

@@ -232,8 +232,9 @@ func (s *Shell) private(e *term.Event) {
 	case "line":
 		// A line readline accepted at a prompt, on a viewer's Enter: the
 		// command about to run, or one line of it if it continues, or an
-		// empty line that runs nothing.
-		if s.human == nil && s.agent == nil {
+		// empty line that runs nothing. bash is at its prompt, so an agent
+		// command still open here is only waiting for its end to be read.
+		if s.human == nil {
 			s.promptUp = false // the line left the prompt; the next prompt says when it is done
 			c, ok := s.useCredit()
 			if len(s.typed) == 0 {

@@ -100,7 +100,7 @@ func TestMultiLineInputShapes(t *testing.T) {
 		{name: "here-document at once", keys: []string{"cat <<EOF\rx\rEOF\recho after\r"},
 			want: []want{{"cat <<EOF\nx\nEOF", 0, []string{"x"}}, {"echo after", 0, []string{"after"}}}},
 		{name: "continued line", keys: []string{"echo a \\\r", "b\r"},
-			want: []want{{"echo a b", 0, []string{"a b"}}}},
+			want: []want{{"echo a \\\nb", 0, []string{"a b"}}}}, // as typed
 		{name: "open quote", keys: []string{"echo 'q\r", "r'\r"},
 			want: []want{{"echo 'q\nr'", 0, []string{"q\nr"}}}},
 		{name: "type-ahead during the agent's command", agent: "sleep 0.5; echo agent",
