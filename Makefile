@@ -30,10 +30,12 @@ lint:
 # the TypeScript SDK's (bench/client.mjs, needs Node 20+) and local calls over
 # HTTP beside stdio; idle HTTP sessions' RSS, the per-request claim check, then
 # heap figures. BenchmarkCluster (PostgreSQL): the forwarded call's overhead over a
-# local one, and audited calls/s on one node and on three.
+# local one, and audited calls/s on one node and on three. BenchmarkHandover: a
+# human's 2,000-line paste to the agent's complete report, and ssh_read_output's
+# waitSeconds from a command's end to the reply.
 bench:
 	cd bench && npm ci --no-audit --no-fund
-	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS|BenchmarkIdleSessionsRSS|BenchmarkCluster' -benchtime 1x ./cmd/tandem/
+	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS|BenchmarkIdleSessionsRSS|BenchmarkCluster|BenchmarkHandover' -benchtime 1x ./cmd/tandem/
 	$(GO) test -run '^$$' -bench 'BenchmarkVerify(Cached|Uncached)$$' ./internal/claim/
 	$(GO) test -run '^$$' -bench 'BenchmarkDecide' -count 5 ./internal/policy/
 	$(GO) test -run '^$$' -bench 'BenchmarkHeap' -benchtime 1x ./internal/mcp/

@@ -244,8 +244,8 @@ func waitUntil(t *testing.T, ok func() bool) {
 // TestBrowserPaste: a paste into the browser page itself (xterm.js, the
 // paste event a person's Ctrl-V makes). At the prompt it arrives as one
 // bracketed paste: one command carrying every line and every line's
-// output. While the agent's command runs it arrives as typed-ahead lines:
-// each its own command. Locally and over SSH.
+// output. While the agent's command runs it arrives as typed-ahead lines
+// (300, then 2,000): each its own command. Locally and over SSH.
 func TestBrowserPaste(t *testing.T) {
 	for _, tg := range storyTargets() {
 		t.Run(tg.name, func(t *testing.T) {
@@ -294,13 +294,18 @@ func TestBrowserPaste(t *testing.T) {
 			}
 
 			// While the agent's command runs: typed-ahead lines.
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() { defer wg.Done(); mustOK(t, exec("sleep 1; echo agent-done")) }()
-			waitScreen(t, ctx, func(s string) bool { return strings.Contains(s, "sleep 1; echo agent-done") })
-			paste(strings.ReplaceAll(pasteText(0, 300), "\r", "\n"))
-			wg.Wait()
-			checkPaste(t, "a page paste while the agent's command ran", humanReport(t, exec, read, 300, 32<<10), 0, 300)
+			from := 0
+			for run, n := range []int{300, 2000} {
+				agent := fmt.Sprintf("sleep 1; echo agent-done-%d", run)
+				var wg sync.WaitGroup
+				wg.Add(1)
+				go func() { defer wg.Done(); mustOK(t, exec(agent)) }()
+				waitScreen(t, ctx, func(s string) bool { return strings.Contains(s, agent) })
+				paste(strings.ReplaceAll(pasteText(from, from+n), "\r", "\n"))
+				wg.Wait()
+				checkPaste(t, fmt.Sprintf("a page paste of %d lines while the agent's command ran", n), humanReport(t, exec, read, n, 32<<10), from, n)
+				from += n
+			}
 		})
 	}
 }

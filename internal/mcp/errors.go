@@ -146,7 +146,7 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 	case errors.Is(err, session.ErrUnresponsive):
 		return fail(codeUnresponsive, "The shell does not respond ("+err.Error()+"): it may be stopped (SIGSTOP) or wedged. tandem tried Ctrl-C, SIGTERM and SIGKILL on its command. Ask the human to look at the terminal, or call ssh_disconnect and ssh_connect again.", extra)
 	case errors.Is(err, session.ErrCaptureFailed):
-		return fail(codeCaptureFailed, "The command's output could not be captured: "+err.Error()+". What was captured is in partial; the session stays usable.", extra)
+		return fail(codeCaptureFailed, "tandem could not hand the command to the shell ("+err.Error()+"), so nothing ran. Retry it; if this keeps happening, call ssh_disconnect and ssh_connect again.", extra)
 	case errors.Is(err, session.ErrConnectionLost):
 		return fail(codeConnectionLost, "The connection to the session's shell was lost: "+err.Error()+". Call ssh_connect again to start a new session.", nil)
 	case errors.Is(err, context.Canceled):

@@ -147,3 +147,21 @@ func TestReadOutputWaits(t *testing.T) {
 	}
 	mcptest.WantError(t, c.Call(t, "ssh_read_output", map[string]any{"sessionName": s.Name, "sessionToken": s.Token, "commandId": id, "waitSeconds": -1}), "invalid_arguments")
 }
+
+// TestFullScreenReported: a program on the alternate screen is reported
+// as such on timeout, with its name, and ssh_cancel ends it, saying how.
+func TestFullScreenReported(t *testing.T) {
+	f := newServer(t, 0)
+	c := f.client(t)
+	s := connect(t, c, "full")
+	r := mcptest.WantError(t, c.Call(t, "ssh_exec", map[string]any{"sessionName": s.Name, "sessionToken": s.Token,
+		"command": `python3 -c 'import sys, time; sys.stdout.write("\x1b[?1049hscreen"); sys.stdout.flush(); time.sleep(60)'`, "timeoutSeconds": 1}), "command_timeout")
+	if r["fullScreen"] != true || r["program"] != "python3" {
+		t.Errorf("full screen: %s", mcptest.Short(r))
+	}
+	cancel := mcptest.MustOK(t, c.Call(t, "ssh_cancel", map[string]any{"sessionName": s.Name, "sessionToken": s.Token}))
+	res := mcptest.Result(t, cancel)
+	if res["interruptedBy"] != "agent" || !strings.Contains(mcptest.Str(cancel["message"]), "status") {
+		t.Errorf("cancel: %s", mcptest.Short(cancel))
+	}
+}

@@ -468,7 +468,9 @@ func (s *Shell) settle(ctx context.Context) {
 	for s.agent == nil && s.human == nil && s.err == nil && !s.idlePrompt() {
 		var until time.Time
 		switch {
-		case s.promptDue || (s.fresh && !s.promptUp) || s.fixLine != "":
+		case s.promptDue || (s.fresh && !s.promptUp) || s.fixLine != "" || (!s.promptUp && !s.cont && len(s.typed) > 0):
+			// A prompt is on its way, or a line the human submitted is
+			// about to start (its command-start mark, or a new prompt).
 			until = deadline
 		case s.promptUp && !s.cont && len(s.credits) > 0:
 			until = s.creditsStaleAt()
@@ -487,8 +489,9 @@ func (s *Shell) settle(ctx context.Context) {
 		// meanwhile is a new case: look again (typed-ahead Enters go
 		// stale on their own clock).
 		up := s.promptUp
+		cont := s.cont
 		err := s.waitUntil(ctx, d, func() bool {
-			return s.idlePrompt() || s.agent != nil || s.human != nil || s.promptUp != up
+			return s.idlePrompt() || s.agent != nil || s.human != nil || s.promptUp != up || s.cont != cont
 		})
 		if err != nil && !errors.Is(err, errDeadline) {
 			return

@@ -82,7 +82,7 @@ func (s *Shell) event(e *term.Event) {
 		}
 		s.human = s.newHumanRun(c.viewer, !ok)
 		// Named now by the lines readline accepted; E names it at the end.
-		s.human.rec.Command = strings.Join(s.typed, "\n")
+		s.human.rec.Command = strings.TrimRight(strings.Join(s.typed, "\n"), "\n")
 		s.typed = nil
 		if s.opts.OnStart != nil {
 			s.opts.OnStart(s.human.rec)
