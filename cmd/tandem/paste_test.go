@@ -50,7 +50,7 @@ type wsViewer struct {
 
 // waitFor waits until the terminal has shown s n times, as a person
 // watching would.
-func (v *wsViewer) waitFor(t *testing.T, s string, n int) {
+func (v *wsViewer) waitFor(t testing.TB, s string, n int) {
 	t.Helper()
 	waitUntil(t, func() bool {
 		v.mu.Lock()
@@ -232,7 +232,7 @@ func TestPasteReachesTheAgent(t *testing.T) {
 }
 
 // waitUntil polls ok for up to 20 s.
-func waitUntil(t *testing.T, ok func() bool) {
+func waitUntil(t testing.TB, ok func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
