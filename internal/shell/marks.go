@@ -147,7 +147,9 @@ func (s *Shell) event(e *term.Event) {
 // being finished, nor while lines typed ahead are to run first; s.mu is
 // held.
 func (s *Shell) maybeFix() {
-	if s.fixLine == "" || s.fixing || !s.promptUp || s.agent != nil || s.human != nil || len(s.credits) > 0 {
+	// Not over a line a viewer has begun to type at this prompt either:
+	// without line editing, keys land in one buffer.
+	if s.fixLine == "" || s.fixing || !s.promptUp || s.agent != nil || s.human != nil || len(s.credits) > 0 || s.inputAt.After(s.lastUse) {
 		return
 	}
 	s.fixing = true

@@ -97,37 +97,45 @@ func (c *conn) exec(ctx context.Context, cmd string) ([]byte, error) {
 // channel: a shell that no longer runs the bash tandem launched
 // (bash --rcfile /dev/fd/3 -i) ran exec, and lost tandem's integration.
 func (c *conn) ShellReplaced(shellPID int) (bool, error) {
-	if shellPID <= 0 {
-		return false, fmt.Errorf("sshconn: invalid pid %d", shellPID)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), replacedTimeout)
-	defer cancel()
-	b, err := c.exec(ctx, "cat /proc/"+strconv.Itoa(shellPID)+"/cmdline")
+	b, err := c.procFile(shellPID, "cmdline")
 	if err != nil {
-		return false, fmt.Errorf("sshconn: shell %d: %w", shellPID, err)
+		return false, err
 	}
 	return !bytes.Contains(b, []byte("\x00--rcfile\x00/dev/fd/3\x00")), nil
 }
 
-// replacedTimeout bounds ShellReplaced's look at the remote /proc.
-const replacedTimeout = 5 * time.Second
-
 // ShellStopped reads the shell's state from /proc/PID/stat on its own exec
 // channel: T (or t) means stopped.
 func (c *conn) ShellStopped(shellPID int) (bool, error) {
-	if shellPID <= 0 {
-		return false, fmt.Errorf("sshconn: invalid pid %d", shellPID)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), replacedTimeout)
-	defer cancel()
-	stat, err := c.exec(ctx, "cat /proc/"+strconv.Itoa(shellPID)+"/stat")
+	stat, err := c.procFile(shellPID, "stat")
 	if err != nil {
-		return false, fmt.Errorf("sshconn: shell %d: %w", shellPID, err)
+		return false, err
 	}
 	end := bytes.LastIndexByte(stat, ')')
+	if end < 0 {
+		return false, fmt.Errorf("sshconn: malformed /proc stat %q", stat)
+	}
 	f := strings.Fields(string(stat[end+1:]))
-	if end < 0 || len(f) == 0 {
+	if len(f) == 0 {
 		return false, fmt.Errorf("sshconn: malformed /proc stat %q", stat)
 	}
 	return f[0] == "T" || f[0] == "t", nil
 }
+
+// procFile reads /proc/PID/NAME of a process on the server, on its own
+// exec channel, within procTimeout.
+func (c *conn) procFile(pid int, name string) ([]byte, error) {
+	if pid <= 0 {
+		return nil, fmt.Errorf("sshconn: invalid pid %d", pid)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), procTimeout)
+	defer cancel()
+	b, err := c.exec(ctx, "cat /proc/"+strconv.Itoa(pid)+"/"+name)
+	if err != nil {
+		return nil, fmt.Errorf("sshconn: shell %d: %w", pid, err)
+	}
+	return b, nil
+}
+
+// procTimeout bounds one look at the server's /proc.
+const procTimeout = 5 * time.Second
