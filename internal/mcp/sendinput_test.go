@@ -87,7 +87,7 @@ func TestSendInputAnswersPrompts(t *testing.T) {
 	answer(id, "exit()")
 
 	// getpass reads /dev/tty, with echo off.
-	id = waits(`python3 -c 'import getpass; p = getpass.getpass("Password: "); print(len(p))'`, "")
+	id = waits(`python3 -c 'import getpass; p = getpass.getpass("Password: "); print(len(p))'`, "Password: ")
 	r = answer(id, "hunter2-secret")
 	if res := mcptest.Result(t, r); res["stdout"] != "14\n" || r["echoed"] != false {
 		t.Errorf("getpass: %s", mcptest.Short(r))

@@ -20,6 +20,10 @@ func (s *Shell) item(it term.Item) {
 		}
 		if s.human != nil {
 			_, _ = s.human.plain.Write(it.Data)
+		} else if a := s.agent; a != nil && a.started && a.phase == phaseAccepted {
+			// The agent's command writing to the terminal itself (/dev/tty,
+			// a getpass prompt): its last line is what it waits at.
+			a.lastOut = appendBounded(a.lastOut, it.Data, maxLastLine*4)
 		}
 		s.display(it.Data)
 		return
