@@ -105,11 +105,13 @@ func humanReport(t *testing.T, exec func(string) map[string]any, read func(id st
 	t.Helper()
 	var got []map[string]any
 	deadline := time.Now().Add(3 * time.Minute)
+	var last map[string]any
 	for len(got) < want {
 		if time.Now().After(deadline) {
-			t.Fatalf("after 3 minutes %d of %d human commands were reported", len(got), want)
+			t.Fatalf("after 3 minutes %d of %d human commands were reported; the last answer: %v", len(got), want, last)
 		}
 		r := exec("true")
+		last = r
 		switch r["error"] {
 		case "user_activity_detected":
 		case "session_busy", nil:
