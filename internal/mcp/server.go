@@ -281,6 +281,8 @@ func handler[A any](s *Server, name string, run func(ctx context.Context, c sess
 				res = &mcp.CallToolResult{InputRequests: info.input}
 			case info.raw != nil:
 				res = info.raw
+			case name == permissionsTool && r["success"] != true:
+				res = claudeFailure(r)
 			}
 		}()
 		switch {
