@@ -120,6 +120,8 @@ type Server struct {
 	sdkLog  *slog.Logger // the SDK's: warnings and errors only
 	srv     *mcp.Server
 	outputs *outputs
+	// inflight tracks the tool calls served over HTTP (HTTPHandler).
+	inflight *inflight
 
 	mu      sync.Mutex
 	callers map[*mcp.ServerSession]string
@@ -128,7 +130,8 @@ type Server struct {
 
 // New builds the MCP server with every tool registered.
 func New(d Deps) *Server {
-	s := &Server{deps: d, log: d.Logger, callers: map[*mcp.ServerSession]string{}, stashes: map[*mcp.ServerSession]*stash{}}
+	s := &Server{deps: d, log: d.Logger, callers: map[*mcp.ServerSession]string{}, stashes: map[*mcp.ServerSession]*stash{},
+		inflight: newInflight()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
