@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -77,9 +79,10 @@ func (o operatorClient) pendingID(t *testing.T, command string) string {
 }
 
 // forwardConfig forwards every command to the upstream at url, with the
-// operator token in tokenFile.
+// operator token in tokenFile. Its one target has no network and ad-hoc
+// hosts are off, so a plain-http loopback upstream is accepted.
 func forwardConfig(ws, url, tokenFile string) string {
-	return "targets: [{name: local, kind: local, workspace: " + ws + "}]\n" + `policy:
+	return "allowAdHoc: false\ntargets: [{name: local, kind: local, workspace: " + ws + "}]\n" + `policy:
   mode: forward
   rules:
     - {tool: ssh_connect, decision: allow}
@@ -172,5 +175,48 @@ func TestForwardWithApproverClaim(t *testing.T) {
 	}
 	if strings.Contains(s.log(), "eyJ") {
 		t.Error("a bearer token reached the log")
+	}
+}
+
+// TestForwardUpstreamProvesItself: a config whose loopback http upstream a
+// session could squat (a target with network: true) is refused at start,
+// naming why; an https upstream whose certificate is not trusted receives
+// nothing, so no token, and the forwarded approval is denied here.
+func TestForwardUpstreamProvesItself(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "parent.token")
+	if err := os.WriteFile(tokenFile, []byte("op-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	squat := strings.Replace(forwardConfig(t.TempDir(), "http://127.0.0.1:7777/api/approvals", tokenFile),
+		"kind: local,", "kind: local, network: true,", 1)
+	p := filepath.Join(dir, "tandem.yaml")
+	if err := os.WriteFile(p, []byte(squat), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := tandemCLI(t, "serve", "--config", p, "--data-dir", filepath.Join(dir, "state"))
+	if err == nil || !strings.Contains(out, "policy.forward.url: plain http on loopback") || !strings.Contains(out, `local target "local" has network: true`) {
+		t.Fatalf("the squattable config: exit %v, output %q", err, out)
+	}
+
+	var asked atomic.Int32
+	up := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"behavior":"allow"}`)
+	}))
+	t.Cleanup(up.Close)
+	ws := t.TempDir()
+	child := startServer(t, serverOpts{config: forwardConfig(ws, up.URL+"/api/approvals", tokenFile)})
+	tok := str(mustOK(t, child.call(t, "ssh_connect", map[string]any{"name": "kid"}))["sessionToken"])
+	e := wantError(t, sess{child, "kid", tok}.exec(t, "touch forwarded"), "approval_denied")
+	if !strings.Contains(str(e["reason"]), "could not be reached") || !strings.Contains(str(e["reason"]), "certificate") {
+		t.Errorf("untrusted upstream: %v", e)
+	}
+	if n := asked.Load(); n != 0 {
+		t.Errorf("the untrusted upstream received %d requests", n)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "forwarded")); err == nil {
+		t.Error("the command ran although its upstream could not be trusted")
 	}
 }

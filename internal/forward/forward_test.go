@@ -2,10 +2,12 @@ package forward_test
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,5 +100,49 @@ func TestClientRefusesOddAnswers(t *testing.T) {
 		if !errors.Is(err, forward.ErrUpstream) {
 			t.Errorf("answer %s: %v, want ErrUpstream", body, err)
 		}
+	}
+}
+
+// TestClientProvesUpstream: an https upstream whose certificate this
+// tandem does not trust gets no request, so no token; trusted by RootCAs,
+// it answers. A redirect is not followed: the token goes nowhere else.
+func TestClientProvesUpstream(t *testing.T) {
+	ctx := context.Background()
+	var got atomic.Int32
+	up := httptest.NewTLSServer(forward.Handler(func(_ context.Context, bearer string) bool {
+		got.Add(1)
+		return bearer == "op-token"
+	}, func(context.Context, forward.Request) forward.Answer { return forward.Answer{Behavior: forward.Allow} }))
+	t.Cleanup(up.Close)
+
+	c := &forward.Client{URL: up.URL, Token: "op-token"}
+	if a, err := c.Ask(ctx, req("ls"), time.Second); !errors.Is(err, forward.ErrUpstream) || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("untrusted certificate: %+v %v", a, err)
+	}
+	if n := got.Load(); n != 0 {
+		t.Fatalf("the untrusted upstream received %d requests", n)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(up.Certificate())
+	c = &forward.Client{URL: up.URL, Token: "op-token", RootCAs: roots}
+	if a, err := c.Ask(ctx, req("ls"), time.Second); err != nil || a.Behavior != forward.Allow || got.Load() != 1 {
+		t.Fatalf("trusted by RootCAs: %+v %v", a, err)
+	}
+
+	var stolen atomic.Int32
+	thief := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		stolen.Add(1)
+		_, _ = w.Write([]byte(`{"behavior":"allow"}`))
+	}))
+	t.Cleanup(thief.Close)
+	redirect := httptest.NewTLSServer(http.RedirectHandler(thief.URL, http.StatusTemporaryRedirect))
+	t.Cleanup(redirect.Close)
+	roots.AddCert(redirect.Certificate())
+	c = &forward.Client{URL: redirect.URL, Token: "op-token", RootCAs: roots}
+	if a, err := c.Ask(ctx, req("ls"), time.Second); !errors.Is(err, forward.ErrUpstream) || a.Behavior == forward.Allow {
+		t.Fatalf("redirected: %+v %v", a, err)
+	}
+	if n := stolen.Load(); n != 0 {
+		t.Fatalf("the redirect's target received %d requests", n)
 	}
 }
