@@ -144,12 +144,17 @@ func TestForwardBetweenTandems(t *testing.T) {
 	}
 }
 
+// forwardBody is a forwarded approval of command for tenant.
+func forwardBody(tenant, command string) string {
+	return `{"approval":{"id":"apr_child","action":{"tenant":"` + tenant + `","sessionId":"s1","sessionName":"kid","tool":"ssh_exec","command":"` + command + `"}},"waitSeconds":1}`
+}
+
 // TestForwardWithApproverClaim: in HTTP mode a claim with the approver
 // role may forward approvals, as the operator token may; an ordinary
 // agent's claim may not.
 func TestForwardWithApproverClaim(t *testing.T) {
 	s := startHTTP(t, httpOpts{config: askConfig(t.TempDir())})
-	body := `{"approval":{"id":"apr_child","action":{"tenant":"default","sessionId":"s1","sessionName":"kid","tool":"ssh_exec","command":"echo up"}},"waitSeconds":1}`
+	body := forwardBody("default", "echo up")
 	post := func(token string) (int, map[string]any) {
 		req, err := http.NewRequest(http.MethodPost, s.base+"/api/approvals", strings.NewReader(body))
 		if err != nil {
@@ -218,5 +223,53 @@ func TestForwardUpstreamProvesItself(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(ws, "forwarded")); err == nil {
 		t.Error("the command ran although its upstream could not be trusted")
+	}
+}
+
+// TestForwardTenantBound: an approver's claim has actions decided only for
+// its own tenant, and nobody, the operator included, for a tenant this
+// tandem does not serve: both are denied (under a policy that would allow
+// everything), never asked or allowed.
+func TestForwardTenantBound(t *testing.T) {
+	cfg := "tenants:\n" +
+		"  - {name: acme, targets: [{name: w, kind: local, workspace: " + t.TempDir() + "}]}\n" +
+		"  - {name: beta, targets: [{name: w, kind: local, workspace: " + t.TempDir() + "}]}\n" +
+		"policy: {mode: allow}\n"
+	s := startHTTP(t, httpOpts{config: cfg})
+	opTok, err := os.ReadFile(filepath.Join(s.dataDir, "dashboard.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acmeApprover := s.token(t, "--tenant", "acme", "--actor", "boss", "--roles", "approver")
+	for _, tc := range []struct {
+		name, token, tenant, want, msg string
+	}{
+		{"approver, own tenant", acmeApprover, "acme", "allow", ""},
+		{"approver, another tenant", acmeApprover, "beta", "deny", `claim is for tenant \"acme\"`},
+		{"approver, unknown tenant", acmeApprover, "ghost", "deny", `claim is for tenant \"acme\"`},
+		{"operator, any served tenant", strings.TrimSpace(string(opTok)), "beta", "allow", ""},
+		{"operator, unknown tenant", strings.TrimSpace(string(opTok)), "ghost", "deny", `serves no tenant \"ghost\"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, s.base+"/api/approvals", strings.NewReader(forwardBody(tc.tenant, "rm -rf /srv")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s %s", resp.Status, b)
+			}
+			if m["behavior"] != tc.want || !strings.Contains(string(b), tc.msg) {
+				t.Fatalf("got %s, want %s with %s", b, tc.want, tc.msg)
+			}
+		})
 	}
 }

@@ -177,6 +177,7 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		Audit:         rec.audit,
 		AuditContinue: cfg.Audit.OnFailure == config.AuditContinue,
 		Tenant:        stdioTenant(cfg),
+		KnownTenant:   func(name string) bool { _, ok := cfg.Tenant(name); return ok },
 		RequireClaims: hm.on(),
 		Targets: &target.Resolver{
 			Config: cfg, Stdio: !hm.on(), Self: self, Home: home, AgentSocket: os.Getenv("SSH_AUTH_SOCK"),

@@ -23,7 +23,7 @@ func req(cmd string) forward.Request {
 // the answer are all checked.
 func TestClientAndHandler(t *testing.T) {
 	var seen forward.Request
-	h := forward.Handler(forward.Token("op-token"), func(_ context.Context, r forward.Request) forward.Answer {
+	h := forward.Handler(forward.Token("op-token"), func(_ context.Context, _ forward.Forwarder, r forward.Request) forward.Answer {
 		seen = r
 		if strings.HasPrefix(r.Approval.Action.Command, "rm") {
 			return forward.Answer{Behavior: forward.Deny, Message: "no deletions", DecidedBy: "rule"}
@@ -60,7 +60,7 @@ func TestClientAndHandler(t *testing.T) {
 // TestHandlerRefuses: bad requests decide nothing.
 func TestHandlerRefuses(t *testing.T) {
 	called := false
-	h := forward.Handler(forward.Token("op-token"), func(context.Context, forward.Request) forward.Answer {
+	h := forward.Handler(forward.Token("op-token"), func(context.Context, forward.Forwarder, forward.Request) forward.Answer {
 		called = true
 		return forward.Answer{Behavior: forward.Allow}
 	})
@@ -109,10 +109,10 @@ func TestClientRefusesOddAnswers(t *testing.T) {
 func TestClientProvesUpstream(t *testing.T) {
 	ctx := context.Background()
 	var got atomic.Int32
-	up := httptest.NewTLSServer(forward.Handler(func(_ context.Context, bearer string) bool {
+	up := httptest.NewTLSServer(forward.Handler(func(_ context.Context, bearer string) (forward.Forwarder, bool) {
 		got.Add(1)
-		return bearer == "op-token"
-	}, func(context.Context, forward.Request) forward.Answer { return forward.Answer{Behavior: forward.Allow} }))
+		return forward.Forwarder{}, bearer == "op-token"
+	}, func(context.Context, forward.Forwarder, forward.Request) forward.Answer { return forward.Answer{Behavior: forward.Allow} }))
 	t.Cleanup(up.Close)
 
 	c := &forward.Client{URL: up.URL, Token: "op-token"}

@@ -72,6 +72,9 @@ type Deps struct {
 	MonitorURL func(key string) string
 	// Tenant names the tenant of stdio callers.
 	Tenant string
+	// KnownTenant says whether this tandem serves a tenant, for approvals
+	// forwarded here; nil means only Tenant.
+	KnownTenant func(tenant string) bool
 	// RequireClaims refuses every call that carries no verified claim: set
 	// in HTTP mode, where the claim is the only identity.
 	RequireClaims bool
