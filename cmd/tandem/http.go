@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/claim"
-	"github.com/tandem-sh/tandem/internal/forward"
 	"github.com/tandem-sh/tandem/internal/config"
+	"github.com/tandem-sh/tandem/internal/forward"
 	"github.com/tandem-sh/tandem/internal/mcp"
 	"github.com/tandem-sh/tandem/internal/web"
 )

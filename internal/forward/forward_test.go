@@ -112,7 +112,9 @@ func TestClientProvesUpstream(t *testing.T) {
 	up := httptest.NewTLSServer(forward.Handler(func(_ context.Context, bearer string) (forward.Forwarder, bool) {
 		got.Add(1)
 		return forward.Forwarder{}, bearer == "op-token"
-	}, func(context.Context, forward.Forwarder, forward.Request) forward.Answer { return forward.Answer{Behavior: forward.Allow} }))
+	}, func(context.Context, forward.Forwarder, forward.Request) forward.Answer {
+		return forward.Answer{Behavior: forward.Allow}
+	}))
 	t.Cleanup(up.Close)
 
 	c := &forward.Client{URL: up.URL, Token: "op-token"}
