@@ -126,3 +126,69 @@ func waitPending(t *testing.T, b *approval.Broker, skip string) approval.Approva
 		}
 	}
 }
+
+// TestApprovalBoundToCwdHuman: while rm waits for approval, the human at
+// the browser changes directory. The approval of rm in proj/ is not
+// enough: the call reports the human's command and runs nothing, and the
+// agent's repeat asks again, showing the new directory.
+func TestApprovalBoundToCwdHuman(t *testing.T) {
+	rules := []policy.RuleSpec{{Tool: "ssh_connect", Decision: "allow"}, {Command: "rm *", Decision: "ask"}}
+	f, b := withPolicy(t, "allow", rules, approval.Options{Wait: 30 * time.Second})
+	c := f.client(t)
+	s := connect(t, c, "h")
+	proj, important := filepath.Join(f.workspace, "proj"), filepath.Join(f.workspace, "important")
+	for _, dir := range []string{proj, important} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "data.txt"), []byte(dir), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mcptest.MustOK(t, exec(t, c, s, "cd "+proj))
+	u := mcptest.Str(mcptest.MustOK(t, c.Call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": s.Name, "sessionToken": s.Token}))["monitoringUrl"])
+	sess, ok := f.sessions.ByMonitorKey(u[strings.LastIndex(u, "/")+1:])
+	if !ok {
+		t.Fatal("no session behind the monitoring URL")
+	}
+
+	replies := make(chan map[string]any, 1)
+	go func() { replies <- exec(t, c, s, "rm data.txt") }()
+	first := waitPending(t, b, "")
+	if err := sess.Input(context.Background(), []byte("cd ../important\r")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for sess.Info().Cwd != important { // what the human's terminal shows next
+		if time.Now().After(deadline) {
+			t.Fatalf("the human's cd never took effect: cwd %q", sess.Info().Cwd)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := b.Decide(context.Background(), first.ID, approval.Decision{Approved: true, By: approval.ByDashboard}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-replies
+	if errCode(r) != "user_activity_detected" {
+		t.Fatalf("rm after the human's cd: %v", mcptest.Short(r))
+	}
+	for _, dir := range []string{proj, important} {
+		if _, err := os.Stat(filepath.Join(dir, "data.txt")); err != nil {
+			t.Fatalf("rm ran: %v", err)
+		}
+	}
+	go func() { replies <- exec(t, c, s, "rm data.txt") }()
+	again := waitPending(t, b, first.ID)
+	if again.Action.Cwd != important {
+		t.Fatalf("the repeat's approval shows cwd %q, want %q", again.Action.Cwd, important)
+	}
+	if _, err := b.Decide(context.Background(), again.ID, approval.Decision{By: approval.ByDashboard, Reason: "no"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-replies; errCode(r) != "approval_denied" {
+		t.Fatalf("the repeat: %v", mcptest.Short(r))
+	}
+	if _, err := os.Stat(filepath.Join(important, "data.txt")); err != nil {
+		t.Fatalf("important/data.txt: %v", err)
+	}
+}
