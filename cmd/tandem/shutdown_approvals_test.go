@@ -128,3 +128,34 @@ func listsPending(t *testing.T, o operatorClient, id string) bool {
 	}
 	return false
 }
+
+// TestClientGoneDeniesApprovals: over stdio, the client leaving ends
+// tandem; an approval its call left pending is denied with
+// server_shutdown, audited, and not pending in the store.
+func TestClientGoneDeniesApprovals(t *testing.T) {
+	srv := startServer(t, serverOpts{config: askConfig(t.TempDir())})
+	tok := str(mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": "w"}))["sessionToken"])
+	e := wantError(t, sess{srv, "w", tok}.exec(t, "echo waiting"), "approval_pending")
+	id := str(e["approvalId"])
+	_ = srv.cs.Close() // closes stdin and waits for the process
+	srv.waitExit(t, 20*time.Second)
+	decided := false
+	for _, r := range auditRecords(t, srv.dataDir) {
+		decided = decided || (r.ApprovalID == id && r.Event == "approval_decided" && r.Outcome == "denied" && r.Reason == "server_shutdown")
+	}
+	if !decided {
+		t.Errorf("no approval_decided (denied, server_shutdown) for %s", id)
+	}
+	db, err := sqlite.Open(context.Background(), srv.dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	pending, err := db.PendingApprovals(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pending) != 0 {
+		t.Errorf("pending in the store after the process ended: %+v", pending)
+	}
+}
