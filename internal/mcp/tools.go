@@ -202,9 +202,10 @@ func (e *cwdChanged) Error() string {
 // judgedExec authorizes the command and runs it, bound to the directory it
 // was judged in: the binding (session, target, tool, command, cwd) is
 // checked again with the shell's lock held, just before the first key is
-// pressed. If another call, or the human, changed the directory meanwhile,
-// the command is judged again there (an approval shows the new directory);
-// it never runs where nobody judged it.
+// pressed. If another call changed the directory meanwhile, the command is
+// judged again there (an approval shows the new directory); a human's
+// command trips the gate first, as always. It never runs where nobody
+// judged it.
 func (s *Server) judgedExec(ctx context.Context, c session.Caller, sess *session.Session, command string, timeout time.Duration) (session.Record, error) {
 	act := sessionAction(c, sess, "ssh_exec", command)
 	for range maxRejudge {
@@ -231,7 +232,7 @@ func (s *Server) judgedExec(ctx context.Context, c session.Caller, sess *session
 			"session", sess.Name, "judged", moved.judged, "now", moved.now)
 		act.Cwd = moved.now
 	}
-	return session.Record{}, fail(codeBusy, fmt.Sprintf("The session's working directory kept changing while the command %q waited to run (now %s), so it was not run. Check the directory, then call again.", command, act.Cwd),
+	return session.Record{}, fail(codeBusy, fmt.Sprintf("The session's working directory kept changing while the command waited to run (now %s), so it was not run. Check the directory, then call again.", act.Cwd),
 		reply{"reason": "cwd_changed", "cwd": act.Cwd})
 }
 
