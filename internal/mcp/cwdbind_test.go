@@ -192,3 +192,48 @@ func TestApprovalBoundToCwdHuman(t *testing.T) {
 		t.Fatalf("important/data.txt: %v", err)
 	}
 }
+
+// TestApprovalCwdKeepsChanging: a directory that changes after every
+// approval ends the call with session_busy (cwd_changed), having run
+// nothing, rather than asking for ever.
+func TestApprovalCwdKeepsChanging(t *testing.T) {
+	rules := []policy.RuleSpec{{Tool: "ssh_connect", Decision: "allow"}, {Command: "rm *", Decision: "ask"}}
+	f, b := withPolicy(t, "allow", rules, approval.Options{Wait: 30 * time.Second})
+	c := f.client(t)
+	s := connect(t, c, "k")
+	var dirs []string
+	for _, name := range []string{"d0", "d1", "d2", "d3"} {
+		dir := filepath.Join(f.workspace, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "data.txt"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, dir)
+	}
+	mcptest.MustOK(t, exec(t, c, s, "cd "+dirs[0]))
+	replies := make(chan map[string]any, 1)
+	go func() { replies <- exec(t, c, s, "rm data.txt") }()
+	last := ""
+	for i := 1; i <= 3; i++ {
+		p := waitPending(t, b, last)
+		if p.Action.Cwd != dirs[i-1] {
+			t.Fatalf("approval %d shows cwd %q, want %q", i, p.Action.Cwd, dirs[i-1])
+		}
+		mcptest.MustOK(t, exec(t, c, s, "cd "+dirs[i]))
+		if _, err := b.Decide(context.Background(), p.ID, approval.Decision{Approved: true, By: approval.ByDashboard}); err != nil {
+			t.Fatal(err)
+		}
+		last = p.ID
+	}
+	r := <-replies
+	if errCode(r) != "session_busy" || r["reason"] != "cwd_changed" || r["cwd"] != dirs[3] {
+		t.Fatalf("after three moves: %v", mcptest.Short(r))
+	}
+	for _, dir := range dirs {
+		if _, err := os.Stat(filepath.Join(dir, "data.txt")); err != nil {
+			t.Errorf("rm ran in %s: %v", dir, err)
+		}
+	}
+}
