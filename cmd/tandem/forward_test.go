@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -77,9 +79,10 @@ func (o operatorClient) pendingID(t *testing.T, command string) string {
 }
 
 // forwardConfig forwards every command to the upstream at url, with the
-// operator token in tokenFile.
+// operator token in tokenFile. Its one target has no network and ad-hoc
+// hosts are off, so a plain-http loopback upstream is accepted.
 func forwardConfig(ws, url, tokenFile string) string {
-	return "targets: [{name: local, kind: local, workspace: " + ws + "}]\n" + `policy:
+	return "allowAdHoc: false\ntargets: [{name: local, kind: local, workspace: " + ws + "}]\n" + `policy:
   mode: forward
   rules:
     - {tool: ssh_connect, decision: allow}
@@ -141,12 +144,17 @@ func TestForwardBetweenTandems(t *testing.T) {
 	}
 }
 
+// forwardBody is a forwarded approval of command for tenant.
+func forwardBody(tenant, command string) string {
+	return `{"approval":{"id":"apr_child","action":{"tenant":"` + tenant + `","sessionId":"s1","sessionName":"kid","tool":"ssh_exec","command":"` + command + `"}},"waitSeconds":1}`
+}
+
 // TestForwardWithApproverClaim: in HTTP mode a claim with the approver
 // role may forward approvals, as the operator token may; an ordinary
 // agent's claim may not.
 func TestForwardWithApproverClaim(t *testing.T) {
 	s := startHTTP(t, httpOpts{config: askConfig(t.TempDir())})
-	body := `{"approval":{"id":"apr_child","action":{"tenant":"default","sessionId":"s1","sessionName":"kid","tool":"ssh_exec","command":"echo up"}},"waitSeconds":1}`
+	body := forwardBody("default", "echo up")
 	post := func(token string) (int, map[string]any) {
 		req, err := http.NewRequest(http.MethodPost, s.base+"/api/approvals", strings.NewReader(body))
 		if err != nil {
@@ -172,5 +180,96 @@ func TestForwardWithApproverClaim(t *testing.T) {
 	}
 	if strings.Contains(s.log(), "eyJ") {
 		t.Error("a bearer token reached the log")
+	}
+}
+
+// TestForwardUpstreamProvesItself: a config whose loopback http upstream a
+// session could squat (a target with network: true) is refused at start,
+// naming why; an https upstream whose certificate is not trusted receives
+// nothing, so no token, and the forwarded approval is denied here.
+func TestForwardUpstreamProvesItself(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "parent.token")
+	if err := os.WriteFile(tokenFile, []byte("op-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	squat := strings.Replace(forwardConfig(t.TempDir(), "http://127.0.0.1:7777/api/approvals", tokenFile),
+		"kind: local,", "kind: local, network: true,", 1)
+	p := filepath.Join(dir, "tandem.yaml")
+	if err := os.WriteFile(p, []byte(squat), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := tandemCLI(t, "serve", "--config", p, "--data-dir", filepath.Join(dir, "state"))
+	if err == nil || !strings.Contains(out, "policy.forward.url: plain http on loopback") || !strings.Contains(out, `local target "local" has network: true`) {
+		t.Fatalf("the squattable config: exit %v, output %q", err, out)
+	}
+
+	var asked atomic.Int32
+	up := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"behavior":"allow"}`)
+	}))
+	t.Cleanup(up.Close)
+	ws := t.TempDir()
+	child := startServer(t, serverOpts{config: forwardConfig(ws, up.URL+"/api/approvals", tokenFile)})
+	tok := str(mustOK(t, child.call(t, "ssh_connect", map[string]any{"name": "kid"}))["sessionToken"])
+	e := wantError(t, sess{child, "kid", tok}.exec(t, "touch forwarded"), "approval_denied")
+	if !strings.Contains(str(e["reason"]), "could not be reached") || !strings.Contains(str(e["reason"]), "certificate") {
+		t.Errorf("untrusted upstream: %v", e)
+	}
+	if n := asked.Load(); n != 0 {
+		t.Errorf("the untrusted upstream received %d requests", n)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "forwarded")); err == nil {
+		t.Error("the command ran although its upstream could not be trusted")
+	}
+}
+
+// TestForwardTenantBound: an approver's claim has actions decided only for
+// its own tenant, and nobody, the operator included, for a tenant this
+// tandem does not serve: both are denied (under a policy that would allow
+// everything), never asked or allowed.
+func TestForwardTenantBound(t *testing.T) {
+	cfg := "tenants:\n" +
+		"  - {name: acme, targets: [{name: w, kind: local, workspace: " + t.TempDir() + "}]}\n" +
+		"  - {name: beta, targets: [{name: w, kind: local, workspace: " + t.TempDir() + "}]}\n" +
+		"policy: {mode: allow}\n"
+	s := startHTTP(t, httpOpts{config: cfg})
+	opTok, err := os.ReadFile(filepath.Join(s.dataDir, "dashboard.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acmeApprover := s.token(t, "--tenant", "acme", "--actor", "boss", "--roles", "approver")
+	for _, tc := range []struct {
+		name, token, tenant, want, msg string
+	}{
+		{"approver, own tenant", acmeApprover, "acme", "allow", ""},
+		{"approver, another tenant", acmeApprover, "beta", "deny", `claim is for tenant \"acme\"`},
+		{"approver, unknown tenant", acmeApprover, "ghost", "deny", `claim is for tenant \"acme\"`},
+		{"operator, any served tenant", strings.TrimSpace(string(opTok)), "beta", "allow", ""},
+		{"operator, unknown tenant", strings.TrimSpace(string(opTok)), "ghost", "deny", `serves no tenant \"ghost\"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, s.base+"/api/approvals", strings.NewReader(forwardBody(tc.tenant, "rm -rf /srv")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s %s", resp.Status, b)
+			}
+			if m["behavior"] != tc.want || !strings.Contains(string(b), tc.msg) {
+				t.Fatalf("got %s, want %s with %s", b, tc.want, tc.msg)
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tandem-sh/tandem/internal/claim"
 	"github.com/tandem-sh/tandem/internal/config"
+	"github.com/tandem-sh/tandem/internal/forward"
 	"github.com/tandem-sh/tandem/internal/mcp"
 	"github.com/tandem-sh/tandem/internal/web"
 )
@@ -144,17 +145,21 @@ func (h *httpMode) routes(srv *mcp.Server, base string) map[string]http.Handler 
 }
 
 // approver accepts, in HTTP mode, a verified claim with the approver
-// role as the bearer token of a forwarded approval.
-func (h *httpMode) approver(ctx context.Context, bearer string) bool {
+// role as the bearer token of a forwarded approval, for the claim's own
+// tenant only.
+func (h *httpMode) approver(ctx context.Context, bearer string) (forward.Forwarder, bool) {
 	if !h.on() {
-		return false
+		return forward.Forwarder{}, false
 	}
 	c, err := h.verifier.Verify(ctx, bearer)
 	if err != nil {
 		h.log.Warn("approver token refused", "reason", claimReason(err))
-		return false
+		return forward.Forwarder{}, false
 	}
-	return c.Has(claim.RoleApprover)
+	if c.Tenant == "" {
+		return forward.Forwarder{}, false
+	}
+	return forward.Forwarder{Tenant: c.Tenant, Name: c.Actor}, c.Has(claim.RoleApprover)
 }
 
 // claimReason is the stable word for why a claim was refused.

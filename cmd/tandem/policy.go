@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"log/slog"
@@ -47,7 +48,18 @@ func compilePolicies(cfg *config.Config, httpMode bool) (func(tenant, target str
 				}
 				tok = strings.TrimSpace(string(b))
 			}
-			upstreams[p] = &forward.Client{URL: f.URL, Token: tok}
+			up := &forward.Client{URL: f.URL, Token: tok}
+			if f.CAFile != "" {
+				pem, err := os.ReadFile(f.CAFile)
+				if err != nil {
+					return fmt.Errorf("config: %s.forward.caFile: %w", key, err)
+				}
+				up.RootCAs = x509.NewCertPool()
+				if !up.RootCAs.AppendCertsFromPEM(pem) {
+					return fmt.Errorf("config: %s.forward.caFile: %s holds no PEM certificate", key, f.CAFile)
+				}
+			}
+			upstreams[p] = up
 		}
 		return nil
 	}

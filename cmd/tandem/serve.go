@@ -162,32 +162,13 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		Spool:         &spool.Dir{Path: spoolDir, Inline: spool.DefaultInline},
 		RecordingsDir: filepath.Join(dataDir, "recordings"),
 	})
+	broker = newBroker(cfg, countedJournal{rec.journal.Approvals(), met}, log)
 	leasesDone := make(chan struct{})
 	go func() { sessions.Run(ctx); close(leasesDone) }()
-	fencedErr := make(chan error, 1)
-	go func() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-rec.fenced:
-			sessions.EndAll(journal.EndNodeLost)
-			fencedErr <- errors.New("this node was declared lost by the other nodes (its heartbeat lapsed for longer than the lease); its sessions ended with node_lost: restart it")
-			cancel()
-			return
-		case <-signalled.Done():
-		}
-		log.Info("shutting down: no new sessions; running commands may finish", "grace", f.grace)
-		dctx, dcancel := context.WithTimeout(ctx, f.grace)
-		sessions.Drain(dctx)
-		dcancel()
-		cancel()
-	}()
-
 	policies, err := compilePolicies(cfg, hm.on())
 	if err != nil {
 		return err
 	}
-	broker = newBroker(cfg, countedJournal{rec.journal.Approvals(), met}, log)
 	srv := mcp.New(mcp.Deps{
 		Policy:        policies,
 		Observer:      met,
@@ -196,6 +177,7 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		Audit:         rec.audit,
 		AuditContinue: cfg.Audit.OnFailure == config.AuditContinue,
 		Tenant:        stdioTenant(cfg),
+		KnownTenant:   func(name string) bool { _, ok := cfg.Tenant(name); return ok },
 		RequireClaims: hm.on(),
 		Targets: &target.Resolver{
 			Config: cfg, Stdio: !hm.on(), Self: self, Home: home, AgentSocket: os.Getenv("SSH_AUTH_SOCK"),
@@ -211,6 +193,29 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		Elsewhere:         elsewhere(nodeURL, rec, log),
 		CommandRecorded:   commandRecorded(nodeURL, rec),
 	})
+	fencedErr := make(chan error, 1)
+	go func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-rec.fenced:
+			sessions.EndAll(journal.EndNodeLost)
+			fencedErr <- errors.New("this node was declared lost by the other nodes (its heartbeat lapsed for longer than the lease); its sessions ended with node_lost: restart it")
+			cancel()
+			return
+		case <-signalled.Done():
+		}
+		log.Info("shutting down: no new sessions; running commands may finish", "grace", f.grace)
+		denyPending(ctx, broker, log)
+		dctx, dcancel := context.WithTimeout(ctx, f.grace)
+		sessions.Drain(dctx)
+		// The calls in flight (those just denied among them) answer before
+		// the listener closes.
+		_ = srv.Settle(dctx)
+		dcancel()
+		cancel()
+	}()
+
 	opTok, err := dashboardToken(cfg, dataDir)
 	if err != nil {
 		return err
@@ -277,6 +282,9 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		out := guard.Writer() // whole lines per call, as Run needs
 		err = srv.Run(ctx, &sdk.IOTransport{Reader: guard.Reader(), Writer: out, MaxLineLength: stdio.MaxLine + 1}, out)
 	}
+	// The client went away (stdio) or the server stopped: nobody is left
+	// to run what waits for approval.
+	denyPending(ctx, broker, log)
 	cancel()
 	<-leasesDone
 	if werr := <-webDone; werr != nil && !errors.Is(werr, context.Canceled) {
@@ -290,6 +298,17 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 		return err
 	default:
 		return nil
+	}
+}
+
+// denyPending denies, with server_shutdown, every approval still pending
+// when the server stops, and every one asked for after: the calls that
+// wait for them end with approval_denied, running nothing, and the
+// store's rows and the audit say so (the other nodes' dashboards drop
+// them).
+func denyPending(ctx context.Context, b *approval.Broker, log *slog.Logger) {
+	if n := b.Close(context.WithoutCancel(ctx)); n > 0 {
+		log.Info("shutting down: denied the pending approvals", "count", n, "reason", approval.ReasonShutdown)
 	}
 }
 

@@ -52,7 +52,12 @@ const (
 	ByUpstream  = "upstream"
 	ByTimeout   = "timeout"
 	ByRestart   = "restart"
+	ByShutdown  = "shutdown"
 )
+
+// ReasonShutdown is the reason of the approvals that a graceful shutdown
+// denies, as server_restart is that of a process that died.
+const ReasonShutdown = "server_shutdown"
 
 // Request is one pending approval as approvers see it.
 type Request struct {

@@ -48,6 +48,7 @@ type Broker struct {
 	recent   []Approval           // decided, newest last, for approvers' lists
 	watchers map[int]func()       // told of every change
 	nextW    int
+	closed   bool // Close was called: every request is denied at once
 }
 
 type entry struct {
@@ -158,8 +159,12 @@ func (b *Broker) Ask(ctx context.Context, a Action, rule, reason string, h Hooks
 		b.byID[e.a.ID] = e
 		b.byFP[fp] = e
 		id := e.a.ID
-		e.timer = time.AfterFunc(b.o.Timeout, func() { b.expire(id) })
-		b.changed()
+		if b.closed {
+			b.settle(ctx, e, Denied, shutdownDecision())
+		} else {
+			e.timer = time.AfterFunc(b.o.Timeout, func() { b.expire(id) })
+			b.changed()
+		}
 	}
 	open := e.a
 	b.mu.Unlock()
@@ -260,6 +265,33 @@ func (b *Broker) settle(ctx context.Context, e *entry, status Status, d Decision
 	}
 	b.changed()
 	return e.a
+}
+
+// Close denies every pending approval, by shutdown with reason
+// server_shutdown, recorded through the journal as any decision is; and
+// every approval asked for later is denied the same way at once. A
+// process that stops gracefully calls it, so that no approval stays
+// pending for a process that is gone, and no waiting call runs anything.
+// It returns how many approvals it denied.
+func (b *Broker) Close(ctx context.Context) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	var open []*entry
+	for _, e := range b.byID {
+		if e.a.Status == Pending {
+			open = append(open, e)
+		}
+	}
+	slices.SortFunc(open, func(x, y *entry) int { return x.a.Created.Compare(y.a.Created) })
+	for _, e := range open {
+		b.settle(ctx, e, Denied, shutdownDecision())
+	}
+	return len(open)
+}
+
+func shutdownDecision() Decision {
+	return Decision{By: ByShutdown, Reason: ReasonShutdown}
 }
 
 // expire denies an approval nobody answered in time.

@@ -184,3 +184,58 @@ func TestDecisionJSON(t *testing.T) {
 		t.Fatalf("decision back from JSON: %+v %v", back, err)
 	}
 }
+
+// TestCloseDeniesPending: Close denies every pending approval (the waiting
+// call is refused, the journal records the decision), and every approval
+// asked for later at once.
+func TestCloseDeniesPending(t *testing.T) {
+	j := &memJournal{}
+	b := approval.New(approval.Options{Journal: j, Wait: time.Minute})
+	ctx := context.Background()
+	waiting := make(chan approval.Outcome, 2)
+	for _, cmd := range []string{"rm a", "rm b"} {
+		act := actX
+		act.Command = cmd
+		go func() {
+			out, err := b.Request(ctx, act, "r", "", 0, nil)
+			if err != nil {
+				t.Error(err)
+			}
+			waiting <- out
+		}()
+	}
+	for len(b.Pending()) < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	if n := b.Close(ctx); n != 2 {
+		t.Errorf("Close denied %d, want 2", n)
+	}
+	for range 2 {
+		out := <-waiting
+		if out.Kind != approval.Refused || out.Approval.Status != approval.Denied ||
+			out.Approval.Decision.By != approval.ByShutdown || out.Approval.Decision.Reason != approval.ReasonShutdown {
+			t.Errorf("a waiting call after Close: %+v", out)
+		}
+	}
+	// Asked after Close: denied at once, recorded too.
+	out, err := b.Request(ctx, actX, "r", "", 0, nil)
+	if err != nil || out.Kind != approval.Refused || out.Approval.Decision.Reason != approval.ReasonShutdown {
+		t.Fatalf("a request after Close: %+v %v", out, err)
+	}
+	if p := b.Pending(); len(p) != 0 {
+		t.Errorf("pending after Close: %+v", p)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(j.requested) != 3 || len(j.decided) != 3 {
+		t.Errorf("journal: %d requested, %d decided; want 3 and 3", len(j.requested), len(j.decided))
+	}
+	for _, a := range j.decided {
+		if a.Status != approval.Denied || a.Decision.By != approval.ByShutdown {
+			t.Errorf("journaled decision: %+v", a)
+		}
+	}
+	if n := b.Close(ctx); n != 0 {
+		t.Errorf("a second Close denied %d", n)
+	}
+}

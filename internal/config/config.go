@@ -95,6 +95,9 @@ type Forward struct {
 	// token); a file keeps it out of the config.
 	Token     string `yaml:"token"`
 	TokenFile string `yaml:"tokenFile"`
+	// CAFile, if set, holds the CA certificates (PEM) that an https
+	// upstream's certificate is checked against, instead of the system's.
+	CAFile string `yaml:"caFile"`
 }
 
 // Rule is one policy rule.
@@ -383,14 +386,15 @@ func (c *Config) validate(base, home string) error {
 	validateTargets("targets", c.Targets, base, home, bad)
 	c.validateTenants(base, home, bad)
 	c.validateAuth(bad)
-	validatePolicy("policy", c.Policy, base, home, bad)
+	squat := c.loopbackSquatter()
+	validatePolicy("policy", c.Policy, base, home, squat, bad)
 	for i, t := range c.Targets {
-		validatePolicy(fmt.Sprintf("targets[%d].policy", i), t.Policy, base, home, bad)
+		validatePolicy(fmt.Sprintf("targets[%d].policy", i), t.Policy, base, home, squat, bad)
 	}
 	for i, tn := range c.Tenants {
-		validatePolicy(fmt.Sprintf("tenants[%d].policy", i), tn.Policy, base, home, bad)
+		validatePolicy(fmt.Sprintf("tenants[%d].policy", i), tn.Policy, base, home, squat, bad)
 		for j, t := range tn.Targets {
-			validatePolicy(fmt.Sprintf("tenants[%d].targets[%d].policy", i, j), t.Policy, base, home, bad)
+			validatePolicy(fmt.Sprintf("tenants[%d].targets[%d].policy", i, j), t.Policy, base, home, squat, bad)
 		}
 	}
 	if a := c.Approvals; a.WaitSeconds < 0 || a.TimeoutSeconds < 0 || a.MaxRememberMinutes < 0 || a.WaitSeconds > a.TimeoutSeconds {
@@ -620,7 +624,44 @@ func secureURL(s string) bool {
 	return false
 }
 
-func validatePolicy(key string, p *Policy, base, home string, bad func(key, format string, a ...any)) {
+// loopbackSquatter names a way for a session of this tandem to listen on
+// this machine's loopback interface, or "" if there is none: a local
+// target with network access or no sandbox, an ssh target (its host may
+// be this machine; tandem cannot tell), or ad-hoc SSH hosts. Such a
+// session could take a loopback port first and receive what is sent to
+// it, so a plain-http loopback upstream proves nothing of who answers.
+func (c *Config) loopbackSquatter() string {
+	all := append([]Target(nil), c.Targets...)
+	for _, tn := range c.Tenants {
+		all = append(all, tn.Targets...)
+	}
+	for _, t := range all {
+		switch {
+		case t.Kind == "local" && t.Network:
+			return fmt.Sprintf("local target %q has network: true", t.Name)
+		case t.Kind == "local" && t.Sandbox == "none":
+			return fmt.Sprintf("local target %q is unsandboxed (sandbox: none)", t.Name)
+		case t.Kind == "ssh":
+			return fmt.Sprintf("ssh target %q runs a shell with network access on %s, which may be this machine", t.Name, t.Host)
+		}
+	}
+	if c.AllowAdHoc == nil || *c.AllowAdHoc {
+		return "ad-hoc SSH hosts are allowed (allowAdHoc, default on over stdio), this machine among them"
+	}
+	for _, tn := range c.Tenants {
+		if tn.AllowAdHoc {
+			return fmt.Sprintf("tenant %q allows ad-hoc SSH hosts, this machine among them", tn.Name)
+		}
+	}
+	return ""
+}
+
+// loopbackHTTP says whether u is a plain-http URL on loopback.
+func loopbackHTTP(u string) bool {
+	return secureURL(u) && strings.HasPrefix(strings.ToLower(u), "http:")
+}
+
+func validatePolicy(key string, p *Policy, base, home, squat string, bad func(key, format string, a ...any)) {
 	if p == nil {
 		return
 	}
@@ -642,8 +683,20 @@ func validatePolicy(key string, p *Policy, base, home string, bad func(key, form
 	case f == nil && forwards:
 		bad(key+".forward", "is required when the mode or a rule says forward: {url, tokenFile} of the upstream approver")
 	case f != nil:
-		if !secureURL(f.URL) {
+		switch {
+		case !secureURL(f.URL):
 			bad(key+".forward.url", "must be https:// (plain http only on loopback), got %q", f.URL)
+		case loopbackHTTP(f.URL) && squat != "":
+			// The upstream gets the operator token and decides: whoever
+			// listens there first would approve its own commands.
+			bad(key+".forward.url", "plain http on loopback (%q) proves nothing of who answers, and %s: a session could listen on that port first, "+
+				"receive the upstream's token and approve its own commands. Use an https:// upstream (caFile for a private CA), or give no target network access", f.URL, squat)
+		}
+		if f.CAFile != "" {
+			f.CAFile = resolve(f.CAFile, base, home)
+			if _, err := os.Stat(f.CAFile); err != nil {
+				bad(key+".forward.caFile", "%q cannot be read: %v", f.CAFile, err)
+			}
 		}
 		if (f.Token == "") == (f.TokenFile == "") {
 			bad(key+".forward", "needs exactly one of token and tokenFile (the upstream's operator token)")

@@ -224,3 +224,40 @@ func TestPolicyConfig(t *testing.T) {
 		t.Errorf("approvals defaults: %+v", c.Approvals)
 	}
 }
+
+// TestForwardLoopbackSquat: a plain-http loopback upstream is accepted
+// only when no session of this tandem could listen on this machine's
+// loopback first; the refusal names what could.
+func TestForwardLoopbackSquat(t *testing.T) {
+	dir := t.TempDir()
+	const fwd = "policy: {mode: forward, forward: {url: 'http://127.0.0.1:7777/api/approvals', token: t}}\n"
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"sandboxed, no network, no ad hoc", "allowAdHoc: false\ntargets: [{name: w, kind: local, workspace: .}]\n" + fwd, ""},
+		{"https with a network target", "targets: [{name: w, kind: local, workspace: ., network: true}]\n" +
+			"policy: {mode: forward, forward: {url: 'https://127.0.0.1:7777/api/approvals', token: t}}\n", ""},
+		{"network: true", "allowAdHoc: false\ntargets: [{name: w, kind: local, workspace: ., network: true}]\n" + fwd,
+			`policy.forward.url: plain http on loopback ("http://127.0.0.1:7777/api/approvals") proves nothing of who answers, and local target "w" has network: true`},
+		{"localhost too", "allowAdHoc: false\ntargets: [{name: w, kind: local, workspace: ., network: true}]\n" +
+			"policy: {mode: forward, forward: {url: 'http://localhost:7777/a', token: t}}\n", `local target "w" has network: true`},
+		{"unsandboxed", "allowAdHoc: false\ntargets: [{name: w, kind: local, workspace: ., sandbox: none}]\n" + fwd, `local target "w" is unsandboxed`},
+		{"ssh target", "allowAdHoc: false\ntargets: [{name: s, kind: ssh, host: h, user: u, keyFile: k}]\n" + fwd, `ssh target "s"`},
+		{"ad hoc by default", "targets: [{name: w, kind: local, workspace: .}]\n" + fwd, "ad-hoc SSH hosts are allowed"},
+		{"a tenant's network target, a target's forward", "allowAdHoc: false\ntenants:\n" +
+			"  - name: a\n    targets: [{name: w, kind: local, workspace: ., policy: {mode: forward, forward: {url: 'http://[::1]:1/a', token: t}}}]\n" +
+			"  - name: b\n    targets: [{name: n, kind: local, workspace: " + t.TempDir() + ", network: true}]\n",
+			`tenants[0].targets[0].policy.forward.url: plain http on loopback`},
+		{"a tenant's ad hoc", "allowAdHoc: false\ntenants:\n  - name: a\n    allowAdHoc: true\n    targets: [{name: w, kind: local, workspace: .}]\n" + fwd,
+			`tenant "a" allows ad-hoc SSH hosts`},
+		{"caFile missing", "policy: {mode: forward, forward: {url: 'https://p.example/a', token: t, caFile: nope.pem}}\n", "policy.forward.caFile"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Parse([]byte(tc.yaml), dir, "/home/x")
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -18,11 +18,14 @@ package forward
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/approval"
@@ -68,9 +71,33 @@ type Client struct {
 	URL string
 	// Token is sent as the bearer token; never logged.
 	Token string
-	// HTTP is the client to use; nil means one with no overall timeout
-	// (each Ask is bounded by its wait).
+	// RootCAs, if set, are the CAs an https upstream's certificate is
+	// checked against, instead of the system's.
+	RootCAs *x509.CertPool
+	// HTTP is the client to use; nil means one that checks the upstream's
+	// certificate (against RootCAs), follows no redirect (the token would
+	// go wherever the upstream pointed), and has no overall timeout (each
+	// Ask is bounded by its wait).
 	HTTP *http.Client
+
+	once sync.Once
+	hc   *http.Client
+}
+
+// client returns the HTTP client Ask uses.
+func (c *Client) client() *http.Client {
+	c.once.Do(func() {
+		if c.HTTP != nil {
+			c.hc = c.HTTP
+			return
+		}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = &tls.Config{RootCAs: c.RootCAs, MinVersion: tls.VersionTLS12}
+		c.hc = &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		}}
+	})
+	return c.hc
 }
 
 // Ask sends the approval and returns the upstream's answer, waiting at
@@ -89,11 +116,7 @@ func (c *Client) Ask(ctx context.Context, r Request, wait time.Duration) (Answer
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+c.Token)
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
+	resp, err := c.client().Do(req)
 	if err != nil {
 		return Answer{}, fmt.Errorf("%w: %v", ErrUpstream, err)
 	}

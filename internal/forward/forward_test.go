@@ -2,10 +2,12 @@ package forward_test
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,7 +23,7 @@ func req(cmd string) forward.Request {
 // the answer are all checked.
 func TestClientAndHandler(t *testing.T) {
 	var seen forward.Request
-	h := forward.Handler(forward.Token("op-token"), func(_ context.Context, r forward.Request) forward.Answer {
+	h := forward.Handler(forward.Token("op-token"), func(_ context.Context, _ forward.Forwarder, r forward.Request) forward.Answer {
 		seen = r
 		if strings.HasPrefix(r.Approval.Action.Command, "rm") {
 			return forward.Answer{Behavior: forward.Deny, Message: "no deletions", DecidedBy: "rule"}
@@ -58,7 +60,7 @@ func TestClientAndHandler(t *testing.T) {
 // TestHandlerRefuses: bad requests decide nothing.
 func TestHandlerRefuses(t *testing.T) {
 	called := false
-	h := forward.Handler(forward.Token("op-token"), func(context.Context, forward.Request) forward.Answer {
+	h := forward.Handler(forward.Token("op-token"), func(context.Context, forward.Forwarder, forward.Request) forward.Answer {
 		called = true
 		return forward.Answer{Behavior: forward.Allow}
 	})
@@ -98,5 +100,51 @@ func TestClientRefusesOddAnswers(t *testing.T) {
 		if !errors.Is(err, forward.ErrUpstream) {
 			t.Errorf("answer %s: %v, want ErrUpstream", body, err)
 		}
+	}
+}
+
+// TestClientProvesUpstream: an https upstream whose certificate this
+// tandem does not trust gets no request, so no token; trusted by RootCAs,
+// it answers. A redirect is not followed: the token goes nowhere else.
+func TestClientProvesUpstream(t *testing.T) {
+	ctx := context.Background()
+	var got atomic.Int32
+	up := httptest.NewTLSServer(forward.Handler(func(_ context.Context, bearer string) (forward.Forwarder, bool) {
+		got.Add(1)
+		return forward.Forwarder{}, bearer == "op-token"
+	}, func(context.Context, forward.Forwarder, forward.Request) forward.Answer {
+		return forward.Answer{Behavior: forward.Allow}
+	}))
+	t.Cleanup(up.Close)
+
+	c := &forward.Client{URL: up.URL, Token: "op-token"}
+	if a, err := c.Ask(ctx, req("ls"), time.Second); !errors.Is(err, forward.ErrUpstream) || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("untrusted certificate: %+v %v", a, err)
+	}
+	if n := got.Load(); n != 0 {
+		t.Fatalf("the untrusted upstream received %d requests", n)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(up.Certificate())
+	c = &forward.Client{URL: up.URL, Token: "op-token", RootCAs: roots}
+	if a, err := c.Ask(ctx, req("ls"), time.Second); err != nil || a.Behavior != forward.Allow || got.Load() != 1 {
+		t.Fatalf("trusted by RootCAs: %+v %v", a, err)
+	}
+
+	var stolen atomic.Int32
+	thief := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		stolen.Add(1)
+		_, _ = w.Write([]byte(`{"behavior":"allow"}`))
+	}))
+	t.Cleanup(thief.Close)
+	redirect := httptest.NewTLSServer(http.RedirectHandler(thief.URL, http.StatusTemporaryRedirect))
+	t.Cleanup(redirect.Close)
+	roots.AddCert(redirect.Certificate())
+	c = &forward.Client{URL: redirect.URL, Token: "op-token", RootCAs: roots}
+	if a, err := c.Ask(ctx, req("ls"), time.Second); !errors.Is(err, forward.ErrUpstream) || a.Behavior == forward.Allow {
+		t.Fatalf("redirected: %+v %v", a, err)
+	}
+	if n := stolen.Load(); n != 0 {
+		t.Fatalf("the redirect's target received %d requests", n)
 	}
 }

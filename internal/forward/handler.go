@@ -10,32 +10,45 @@ import (
 )
 
 // Decider decides a forwarded approval by this tandem's own policy and
-// approvers, waiting up to the request's WaitSeconds.
-type Decider func(ctx context.Context, r Request) Answer
+// approvers, waiting up to the request's WaitSeconds; from is who
+// forwarded it.
+type Decider func(ctx context.Context, from Forwarder, r Request) Answer
 
 // maxRequest bounds a forwarded approval.
 const maxRequest = 256 << 10
 
-// Authorizer says whether a bearer token may forward approvals here.
-type Authorizer func(ctx context.Context, bearer string) bool
+// Forwarder is who a bearer token says forwarded an approval.
+type Forwarder struct {
+	// Tenant is the one tenant whose actions it may have decided here,
+	// such as an approver claim's; "" for the operator token, which
+	// answers for every tenant this tandem serves.
+	Tenant string
+	// Name names it in the log and the audit, e.g. the claim's actor.
+	Name string
+}
 
-// Token authorizes exactly one token (the operator's), compared in
-// constant time.
+// Authorizer says whether a bearer token may forward approvals here, and
+// as whom.
+type Authorizer func(ctx context.Context, bearer string) (Forwarder, bool)
+
+// Token authorizes exactly one token (the operator's, for every tenant),
+// compared in constant time.
 func Token(token string) Authorizer {
-	return func(_ context.Context, got string) bool {
-		return token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+	return func(_ context.Context, got string) (Forwarder, bool) {
+		ok := token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+		return Forwarder{Name: "operator"}, ok
 	}
 }
 
-// Either authorizes what any of as authorizes.
+// Either authorizes what any of as authorizes, as the first that does.
 func Either(as ...Authorizer) Authorizer {
-	return func(ctx context.Context, got string) bool {
+	return func(ctx context.Context, got string) (Forwarder, bool) {
 		for _, a := range as {
-			if a(ctx, got) {
-				return true
+			if f, ok := a(ctx, got); ok {
+				return f, true
 			}
 		}
-		return false
+		return Forwarder{}, false
 	}
 }
 
@@ -46,7 +59,11 @@ func Either(as ...Authorizer) Authorizer {
 func Handler(auth Authorizer, decide Decider) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || got == "" || !auth(r.Context(), got) {
+		var from Forwarder
+		if ok && got != "" {
+			from, ok = auth(r.Context(), got)
+		}
+		if !ok || got == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="tandem approvals"`)
 			writeJSON(w, http.StatusUnauthorized, map[string]any{"success": false, "error": "unauthenticated",
 				"message": "forward approvals with this tandem's operator token as the bearer token"})
@@ -64,7 +81,7 @@ func Handler(auth Authorizer, decide Decider) http.Handler {
 				"message": "the body must be {approval: {id, action: {tool, …}, …}, waitSeconds}"})
 			return
 		}
-		writeJSON(w, http.StatusOK, decide(r.Context(), req))
+		writeJSON(w, http.StatusOK, decide(r.Context(), from, req))
 	})
 }
 

@@ -305,11 +305,37 @@ func TestForwardedApartFromLocal(t *testing.T) {
 	if _, err := b.Decide(context.Background(), local.ID, approval.Decision{Approved: true, By: approval.ByDashboard}); err != nil {
 		t.Fatal(err)
 	}
-	ans := f.srv.Forwarded(context.Background(), forward.Request{Approval: local.Request, WaitSeconds: 1})
+	ans := f.srv.Forwarded(context.Background(), forward.Forwarder{}, forward.Request{Approval: local.Request, WaitSeconds: 1})
 	if ans.Behavior == forward.Allow || ans.ID == local.ID {
 		t.Fatalf("a forwarded copy picked up the local approval: %+v", ans)
 	}
 	if got := mcptest.Str(mcptest.Result(t, exec(t, c, s, "echo mine"))["stdout"]); got != "mine\n" {
 		t.Fatalf("the local session's approved repeat: %q", got)
+	}
+}
+
+// TestForwardedTenants: an upstream decides a forwarded action only for a
+// tenant it serves, and only for the tenant of the forwarder's claim; any
+// other is denied, even where its policy would allow everything.
+func TestForwardedTenants(t *testing.T) {
+	f, _ := withPolicy(t, "allow", nil, approval.Options{Wait: 100 * time.Millisecond})
+	for _, tc := range []struct {
+		name, claimTenant, actionTenant, want, msg string
+	}{
+		{"operator, served tenant", "", "default", forward.Allow, ""},
+		{"claim of the action's tenant", "default", "default", forward.Allow, ""},
+		{"claim of another tenant", "acme", "default", forward.Deny, `the forwarder's claim is for tenant "acme"`},
+		{"operator, unknown tenant", "", "ghost", forward.Deny, `serves no tenant "ghost"`},
+		{"claim of the unknown tenant", "ghost", "ghost", forward.Deny, `serves no tenant "ghost"`},
+		{"no tenant", "", "", forward.Deny, `serves no tenant ""`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := forward.Request{Approval: approval.Request{ID: "apr_down", Action: approval.Action{
+				Tenant: tc.actionTenant, SessionID: "s1", Tool: "ssh_exec", Command: "rm -rf /srv"}}, WaitSeconds: 1}
+			ans := f.srv.Forwarded(context.Background(), forward.Forwarder{Tenant: tc.claimTenant, Name: "boss"}, r)
+			if ans.Behavior != tc.want || !strings.Contains(ans.Message, tc.msg) {
+				t.Fatalf("answer %+v, want %s with %q", ans, tc.want, tc.msg)
+			}
+		})
 	}
 }

@@ -2,13 +2,14 @@ package mcp
 
 import (
 	"bytes"
-	"reflect"
-
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/tandem-sh/tandem/internal/audit"
+	"reflect"
 	"strings"
+	"unicode"
+
+	"github.com/tandem-sh/tandem/internal/audit"
 )
 
 // decodeArgs unmarshals a tool's raw arguments into dst strictly: unknown
@@ -17,6 +18,9 @@ import (
 func decodeArgs(raw json.RawMessage, dst any) error {
 	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		raw = []byte("{}")
+	}
+	if err := uniqueKeys(raw); err != nil {
+		return err
 	}
 	if err := exactKeys(raw, dst); err != nil {
 		return err
@@ -77,6 +81,97 @@ func exactKeys(raw json.RawMessage, dst any) error {
 		}
 	}
 	return nil
+}
+
+// uniqueKeys refuses, at any depth, an object that names a key twice or
+// two keys that are equal under Unicode case folding ("command" and
+// "Command"). Decoders disagree on which of them wins (encoding/json's
+// struct decoding folds case, a map or JavaScript keeps the exact key,
+// and each keeps the last or the first duplicate), so what tandem judges
+// could differ from what a client later reads. The field named is the
+// path of the second key, e.g. input.Command. Input that is not valid
+// JSON is left to the decoder to report.
+func uniqueKeys(raw json.RawMessage) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	err := walkKeys(dec, "", 0)
+	var f *failure
+	if errors.As(err, &f) {
+		return f
+	}
+	return nil
+}
+
+// maxDepth is encoding/json's own nesting limit: deeper input is refused
+// by the decoder, and walkKeys does not recurse past it.
+const maxDepth = 10000
+
+// errTooDeep ends a walk at maxDepth, for the decoder to report.
+var errTooDeep = errors.New("nested too deeply")
+
+// walkKeys reads one JSON value from dec, checking the keys of every
+// object in it; path names the value. A syntax error ends the walk
+// (returned as is, for the caller to leave to the decoder).
+func walkKeys(dec *json.Decoder, path string, depth int) error {
+	if depth > maxDepth {
+		return errTooDeep
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]string{} // folded key -> the key as given
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			k, _ := kt.(string)
+			field := k
+			if path != "" {
+				field = path + "." + k
+			}
+			switch prev, dup := seen[foldKey(k)]; {
+			case dup && prev == k:
+				return invalidArg(field, "is given more than once; send each key once")
+			case dup:
+				return invalidArg(field, "collides with %q: keys that differ only in case are refused, as decoders disagree on which one counts", prev)
+			}
+			seen[foldKey(k)] = k
+			if err := walkKeys(dec, field, depth+1); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token() // }
+		return err
+	case json.Delim('['):
+		for i := 0; dec.More(); i++ {
+			if err := walkKeys(dec, fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token() // ]
+		return err
+	}
+	return nil
+}
+
+// foldKey maps a key to one representative of its case-folding class:
+// each rune becomes the smallest rune of its Unicode simple-folding orbit,
+// so "Command", "command" and "commaNd" (and "ſ" and "s", "K" and "k")
+// fold alike.
+func foldKey(k string) string {
+	var b strings.Builder
+	for _, r := range k {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
 }
 
 // jsonNames lists the JSON names of a struct type's fields.

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -25,6 +26,16 @@ func TestDecodeArgs(t *testing.T) {
 		{`{"sessionnamE":"a"}`, "sessionnamE", false},
 		{"{\"commaNd\":\"a\"}", "commaNd", false},
 		{"{\"timeout\u017feconds\":1}", "timeout\u017feconds", false},
+		{`{"command":"a","comm\u0061nd":"b"}`, "command", false},
+		{`{"command":"a","x":{"y":1,"y":2}}`, "x.y", false},
+		{`{"command":"a","x":[1,{"y":1,"Y":2}]}`, "x[1].Y", false},
+		{`{"command":"a","x":{"y":1,"y":2}`, "x.y", false},
+		{`{"command":"a",}`, "", false},
+		{`{"command":'a'}`, "", false},
+		{`{"command":"a"`, "", false},
+		{`{"command" "a"}`, "", false},
+		{strings.Repeat("[", 20000), "", false},
+		{`{"command":"` + strings.Repeat("[", 20000) + `"}`, "", true},
 	}
 	for _, tc := range tests {
 		var a execArgs

@@ -203,6 +203,14 @@ func sessionAction(c session.Caller, sess *session.Session, tool, command string
 	return a
 }
 
+// knownTenant says whether this tandem serves tenant.
+func (s *Server) knownTenant(tenant string) bool {
+	if s.deps.KnownTenant != nil {
+		return s.deps.KnownTenant(tenant)
+	}
+	return tenant == s.deps.Tenant
+}
+
 // forwardUp asks the upstream about a pending approval and records its
 // answer here. An upstream that cannot be reached denies, saying so;
 // pending leaves the approval open for the agent's repeat.
@@ -232,9 +240,21 @@ func (s *Server) forwardUp(ctx context.Context, up Upstream, a approval.Approval
 
 // Forwarded decides an approval a downstream tandem forwarded here, by
 // this tandem's own policy for the action's tenant and target, and its
-// own approvers: so chains of tandems end at a human's dashboard.
-func (s *Server) Forwarded(ctx context.Context, r forward.Request) forward.Answer {
+// own approvers: so chains of tandems end at a human's dashboard. It
+// decides only for a tenant this tandem serves, and only for the tenant
+// of the forwarder's claim (the operator token answers for all): any
+// other is denied, never allowed.
+func (s *Server) Forwarded(ctx context.Context, from forward.Forwarder, r forward.Request) forward.Answer {
 	act := r.Approval.Action
+	switch {
+	case from.Tenant != "" && act.Tenant != from.Tenant:
+		s.log.Warn("refused a forwarded approval of another tenant", "claimTenant", from.Tenant, "actionTenant", act.Tenant, "by", from.Name)
+		return forward.Answer{Behavior: forward.Deny, DecidedBy: "rule",
+			Message: fmt.Sprintf("the forwarder's claim is for tenant %q; it cannot have actions of tenant %q decided here", from.Tenant, act.Tenant)}
+	case !s.knownTenant(act.Tenant):
+		return forward.Answer{Behavior: forward.Deny, DecidedBy: "rule",
+			Message: fmt.Sprintf("the upstream tandem serves no tenant %q", act.Tenant)}
+	}
 	// A forwarded action is bound apart from this tandem's own sessions:
 	// whoever forwards can never pick up, or use up, an approval that one
 	// of them waits for.

@@ -31,6 +31,8 @@ const maxPeekBytes = mcp.DefaultMaxRequestBodyBytes
 type inflight struct {
 	mu    sync.Mutex
 	calls map[inflightKey][]*callEntry
+	// emptied, if set, is closed when the last call in flight ends.
+	emptied chan struct{}
 }
 
 // inflightKey names a call as its client does: JSON-RPC ids are the client's
@@ -109,9 +111,43 @@ func (f *inflight) remove(k inflightKey, e *callEntry) {
 	}
 	if len(rest) == 0 {
 		delete(f.calls, k)
+		if len(f.calls) == 0 && f.emptied != nil {
+			close(f.emptied)
+			f.emptied = nil
+		}
 		return
 	}
 	f.calls[k] = rest
+}
+
+// idle waits until no tool call is in flight, its reply written, or ctx
+// ends.
+func (f *inflight) idle(ctx context.Context) error {
+	for {
+		f.mu.Lock()
+		if len(f.calls) == 0 {
+			f.mu.Unlock()
+			return nil
+		}
+		if f.emptied == nil {
+			f.emptied = make(chan struct{})
+		}
+		ch := f.emptied
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Settle waits until every tool call served over HTTP has returned and its
+// reply has been written, or ctx ends: a graceful shutdown calls it after
+// it has refused what could still wait (new sessions, pending approvals),
+// so that no call in flight loses its answer.
+func (s *Server) Settle(ctx context.Context) error {
+	return s.inflight.idle(ctx)
 }
 
 // cancel ends every call running under k. Two clients of one agent run

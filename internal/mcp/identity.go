@@ -141,5 +141,5 @@ func (s *Server) HTTPHandler(o HTTPOptions) (mcpHandler, metadata http.Handler) 
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           "tandem",
 	})
-	return mw(newInflight().wrap(h)), meta
+	return mw(s.inflight.wrap(h)), meta
 }

@@ -43,11 +43,17 @@ func (s *Server) approvePermission(ctx context.Context, c session.Caller, a appr
 	}
 	act := approval.Action{Tenant: c.Tenant, Actor: c.Actor, SessionID: "claude:" + c.Actor + "/" + c.ID, Tool: a.ToolName}
 	if a.ToolName == claudeCommandTool {
-		var in struct {
-			Command string `json:"command"`
+		// Judged is exactly the key echoed in updatedInput, which Claude
+		// Code runs: "command", spelled so. decodeArgs has refused keys
+		// that collide under case folding, or come twice, at any depth.
+		var in map[string]json.RawMessage
+		if err := json.Unmarshal(input, &in); err != nil {
+			return nil, invalidArg("input", "is not valid JSON: %v", err)
 		}
-		_ = json.Unmarshal(input, &in)
-		act.Command = in.Command
+		raw, ok := in["command"]
+		if !ok || json.Unmarshal(raw, &act.Command) != nil {
+			return nil, invalidArg("input.command", "must be the Bash command, a JSON string")
+		}
 	} else {
 		// The approval binds to the exact input: another file, another edit.
 		var compact bytes.Buffer
@@ -68,14 +74,28 @@ func (s *Server) approvePermission(ctx context.Context, c session.Caller, a appr
 		info.raw = claudeReply(b)
 		return ok(reply{"behavior": "allow"}), nil
 	case errors.As(err, &f):
-		b, _ := json.Marshal(struct {
-			Behavior string `json:"behavior"`
-			Message  string `json:"message"`
-		}{"deny", f.msg})
-		info.raw = claudeReply(b)
+		info.raw = claudeDeny(f.msg)
 		return nil, f
 	}
 	return nil, err
+}
+
+// claudeDeny is Claude Code's deny shape: {"behavior":"deny","message":…}.
+func claudeDeny(msg string) *mcp.CallToolResult {
+	b, _ := json.Marshal(struct {
+		Behavior string `json:"behavior"`
+		Message  string `json:"message"`
+	}{"deny", msg})
+	return claudeReply(b)
+}
+
+// claudeFailure answers a call that failed before it was judged (its
+// arguments refused, its claim missing) in Claude Code's deny shape, the
+// only one it reads, with tandem's error code leading the message.
+func claudeFailure(r reply) *mcp.CallToolResult {
+	code, _ := r["error"].(string)
+	msg, _ := r["message"].(string)
+	return claudeDeny(code + ": " + msg)
 }
 
 // claudeReply is a result holding one text content and nothing else.

@@ -84,3 +84,74 @@ func TestPermissionsApprove(t *testing.T) {
 	answer(t, b, approval.Decision{Approved: false, By: approval.ByDashboard, Reason: "second edit"})
 	wantDeny(t, approveTool(t, c, "Edit", in), "second edit")
 }
+
+// TestPermissionsApproveKeyCollisions: input whose keys collide under case
+// folding, or come twice, is refused in Claude Code's deny shape, and
+// nothing is asked; only the exact key "command" is judged, the one that
+// updatedInput echoes.
+func TestPermissionsApproveKeyCollisions(t *testing.T) {
+	rules := []policy.RuleSpec{
+		{Tool: "Bash", Command: "git status", Decision: "allow"},
+		{Tool: "Read", Decision: "allow"},
+	}
+	f, b := withPolicy(t, "ask", rules, approval.Options{Wait: 10 * time.Second})
+	c := f.client(t)
+	for _, tc := range []struct {
+		name, tool, input, want string
+	}{
+		{"case fold", "Bash", `{"command":"rm -rf ~/x","Command":"git status"}`, `input.Command`},
+		{"case fold, other order", "Bash", `{"Command":"git status","command":"rm -rf ~/x"}`, `input.command`},
+		{"long s folds to s", "Bash", "{\"command\":\"git status\",\"description\":\"a\",\"de\u017fcription\":\"b\"}", "collides"},
+		{"kelvin folds to k", "Read", "{\"k\":1,\"\u212a\":2}", "collides"},
+		{"duplicate", "Bash", `{"command":"git status","command":"rm -rf ~/x"}`, "more than once"},
+		{"escaped duplicate", "Bash", `{"command":"git status","\u0063ommand":"rm -rf ~/x"}`, "more than once"},
+		{"nested duplicate", "Read", `{"file_path":"/etc/hosts","opts":{"a":1,"a":2}}`, "input.opts.a"},
+		{"duplicate in an array", "Read", `{"file_path":"/etc/hosts","x":[{"b":1,"B":2}]}`, "input.x[0].B"},
+		{"only another case", "Bash", `{"Command":"rm -rf ~/x"}`, "input.command"},
+		{"command not a string", "Bash", `{"command":["rm","-rf","~/x"]}`, "input.command"},
+		{"no command", "Bash", `{"description":"git status"}`, "input.command"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := approveTool(t, c, tc.tool, tc.input)
+			wantDeny(t, got, "invalid_arguments")
+			wantDeny(t, got, tc.want)
+		})
+	}
+	if p := b.Pending(); len(p) != 0 {
+		t.Errorf("refused input still asked a human: %+v", p)
+	}
+	// The same keys, once each and exactly spelled, are judged as before.
+	in := `{"command":"git status","description":"x"}`
+	if got := approveTool(t, c, "Bash", in); got != `{"behavior":"allow","updatedInput":`+in+`}` {
+		t.Errorf("clean input: %s", got)
+	}
+}
+
+// TestPermissionsApproveMalformed: arguments that are not JSON, or lack
+// tool_name, are refused in Claude Code's deny shape too.
+func TestPermissionsApproveMalformed(t *testing.T) {
+	f, _ := withPolicy(t, "ask", nil, approval.Options{Wait: time.Second})
+	c := f.client(t)
+	for _, tc := range []struct {
+		name string
+		args map[string]any
+		want string
+	}{
+		{"no tool_name", map[string]any{"input": map[string]any{}}, `"tool_name" is required`},
+		{"input not an object", map[string]any{"tool_name": "Bash", "input": "rm -rf /"}, `"input"`},
+		{"unknown argument", map[string]any{"tool_name": "Bash", "input": map[string]any{"command": "ls"}, "Tool_name": "Read"}, "Tool_name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := c.CS.CallTool(context.Background(), &sdk.CallToolParams{Name: "permissions__approve", Arguments: tc.args})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Content) != 1 || res.StructuredContent != nil {
+				t.Fatalf("want exactly one text content: %+v", res)
+			}
+			text := res.Content[0].(*sdk.TextContent).Text
+			wantDeny(t, text, "invalid_arguments")
+			wantDeny(t, text, tc.want)
+		})
+	}
+}

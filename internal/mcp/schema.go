@@ -141,7 +141,7 @@ var replyFields = schema{
 	"message":              typed("string", "What happened and what to do next."),
 	"field":                typed("string", "invalid_arguments: the argument that was wrong."),
 	"hint":                 typed("string", "invalid_session_token: the call format."),
-	"reason":               typed("string", "session_ended: why it ended (disconnected, idle_timeout, max_lifetime, shell_exited, human_exit, connection_lost, server_shutdown, server_restart, node_lost); session_busy: what holds the shell (agent_command, human_command, partial_line, continuation, not_idle)."),
+	"reason":               typed("string", "session_ended: why it ended (disconnected, idle_timeout, max_lifetime, shell_exited, human_exit, connection_lost, server_shutdown, server_restart, node_lost); session_busy: what holds the shell (agent_command, human_command, partial_line, continuation, not_idle), or cwd_changed (the directory kept changing while the command waited; nothing ran)."),
 	"endedAt":              typed("string", "session_ended: when (RFC 3339)."),
 	"running":              typed("boolean", "command_timeout: the command is still running."),
 	"commandId":            typed("string", "The command this reply is about; pass it to ssh_read_output."),

@@ -72,6 +72,9 @@ type Deps struct {
 	MonitorURL func(key string) string
 	// Tenant names the tenant of stdio callers.
 	Tenant string
+	// KnownTenant says whether this tandem serves a tenant, for approvals
+	// forwarded here; nil means only Tenant.
+	KnownTenant func(tenant string) bool
 	// RequireClaims refuses every call that carries no verified claim: set
 	// in HTTP mode, where the claim is the only identity.
 	RequireClaims bool
@@ -120,6 +123,8 @@ type Server struct {
 	sdkLog  *slog.Logger // the SDK's: warnings and errors only
 	srv     *mcp.Server
 	outputs *outputs
+	// inflight tracks the tool calls served over HTTP (HTTPHandler).
+	inflight *inflight
 
 	mu      sync.Mutex
 	callers map[*mcp.ServerSession]string
@@ -128,7 +133,8 @@ type Server struct {
 
 // New builds the MCP server with every tool registered.
 func New(d Deps) *Server {
-	s := &Server{deps: d, log: d.Logger, callers: map[*mcp.ServerSession]string{}, stashes: map[*mcp.ServerSession]*stash{}}
+	s := &Server{deps: d, log: d.Logger, callers: map[*mcp.ServerSession]string{}, stashes: map[*mcp.ServerSession]*stash{},
+		inflight: newInflight()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -281,6 +287,8 @@ func handler[A any](s *Server, name string, run func(ctx context.Context, c sess
 				res = &mcp.CallToolResult{InputRequests: info.input}
 			case info.raw != nil:
 				res = info.raw
+			case name == permissionsTool && r["success"] != true:
+				res = claudeFailure(r)
 			}
 		}()
 		switch {

@@ -165,12 +165,7 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 	if err := sess.Gate(); err != nil {
 		return nil, err
 	}
-	if err := s.authorize(ctx, c, "ssh_exec", sess.Target.Name, sessionAction(c, sess, "ssh_exec", a.Command)); err != nil {
-		return nil, err
-	}
-	prog := startProgress(ctx, s.heartbeat())
-	rec, err := sess.Exec(ctx, a.Command, session.ExecOptions{Timeout: timeout, OnOutput: prog.hook()})
-	prog.finish()
+	rec, err := s.judgedExec(ctx, c, sess, a.Command, timeout)
 	callFrom(ctx).commandID = rec.ID
 	if err != nil {
 		if rec.Stdout != nil && (errors.Is(err, session.ErrShellExited) || errors.Is(err, session.ErrCaptureFailed) ||
@@ -190,6 +185,55 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 	r := reply{"result": res, "commandId": rec.ID}
 	s.addBackground(c, sess, r)
 	return ok(r), nil
+}
+
+// maxRejudge bounds how often one call judges its command again because
+// the session's directory changed while it waited.
+const maxRejudge = 3
+
+// cwdChanged refuses a command whose session moved to another directory
+// after the command was judged (and perhaps approved) there.
+type cwdChanged struct{ judged, now string }
+
+func (e *cwdChanged) Error() string {
+	return fmt.Sprintf("the session's directory changed from %s to %s after the command was judged", e.judged, e.now)
+}
+
+// judgedExec authorizes the command and runs it, bound to the directory it
+// was judged in: the binding (session, target, tool, command, cwd) is
+// checked again with the shell's lock held, just before the first key is
+// pressed. If another call changed the directory meanwhile, the command is
+// judged again there (an approval shows the new directory); a human's
+// command trips the gate first, as always. It never runs where nobody
+// judged it.
+func (s *Server) judgedExec(ctx context.Context, c session.Caller, sess *session.Session, command string, timeout time.Duration) (session.Record, error) {
+	act := sessionAction(c, sess, "ssh_exec", command)
+	for range maxRejudge {
+		if err := s.authorize(ctx, c, "ssh_exec", sess.Target.Name, act); err != nil {
+			return session.Record{}, err
+		}
+		judged := approval.Fingerprint(act)
+		check := func(cwd string) error {
+			now := act
+			now.Cwd = cwd
+			if approval.Fingerprint(now) != judged {
+				return &cwdChanged{judged: act.Cwd, now: cwd}
+			}
+			return nil
+		}
+		prog := startProgress(ctx, s.heartbeat())
+		rec, err := sess.Exec(ctx, command, session.ExecOptions{Timeout: timeout, OnOutput: prog.hook(), Check: check})
+		prog.finish()
+		var moved *cwdChanged
+		if !errors.As(err, &moved) {
+			return rec, err
+		}
+		s.log.Info("the session's directory changed while the command waited; judging it again",
+			"session", sess.Name, "judged", moved.judged, "now", moved.now)
+		act.Cwd = moved.now
+	}
+	return session.Record{}, fail(codeBusy, fmt.Sprintf("The session's working directory kept changing while the command waited to run (now %s), so it was not run. Check the directory, then call again.", act.Cwd),
+		reply{"reason": "cwd_changed", "cwd": act.Cwd})
 }
 
 // backgroundBudget bounds the inline background output of one reply.

@@ -110,6 +110,11 @@ type ExecOptions struct {
 	// is staged, so that no human command can finish between the caller's
 	// checks and the start; an error refuses the command.
 	Admit func() error
+	// Check, if set, runs after Admit, with the shell's lock held, given
+	// the working directory the shell last reported: the place to check
+	// that the command still runs where it was judged. An error refuses
+	// the command before any key is pressed.
+	Check func(cwd string) error
 	// OnOutput, if set, sees the command's output as it arrives (stream 0 is
 	// stdout, 1 stderr). It runs with the shell's lock held: it must not
 	// block, call the Shell, or keep p.
@@ -265,6 +270,11 @@ func (s *Shell) claim(ctx context.Context, command string, o ExecOptions) (*agen
 	}
 	if o.Admit != nil {
 		if err := o.Admit(); err != nil {
+			return nil, err
+		}
+	}
+	if o.Check != nil {
+		if err := o.Check(s.cwd); err != nil {
 			return nil, err
 		}
 	}
