@@ -4,7 +4,7 @@ GO ?= go
 .PHONY: build run test race lint bench fuzz deps
 
 build:
-	$(GO) build -o bin/tandem ./cmd/tandem
+	$(GO) build -buildvcs=true -o bin/tandem ./cmd/tandem
 
 # Run tandem on its embedded defaults: one sandboxed local target rooted at
 # the current directory, MCP over stdio, browser terminal on 127.0.0.1:7777.

@@ -24,7 +24,7 @@ func TestBadConfigFailsAtStart(t *testing.T) {
 	tests := []struct{ yaml, want string }{
 		{"targets:\n  - {name: prod, kind: ssh, host: h, user: u, keyFile: k, port: 70000}\n", "targets[0].port: must be 1-65535, got 70000"},
 		{"targets:\n  - {name: w, kind: local, workspace: /no/such/dir}\n", `targets[0].workspace: "/no/such/dir" is not an existing directory`},
-		{"limits:\n  idleTimout: 5m\n", "field idleTimout not found"},
+		{"limits:\n  idleTimout: 5m\n", "line 2: limits.idleTimout: unknown key; did you mean idleTimeout?"},
 	}
 	for _, tc := range tests {
 		p := filepath.Join(dir, "tandem.yaml")
