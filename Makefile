@@ -63,8 +63,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzRoute -fuzztime 30s ./internal/cluster/
 	$(GO) test -run '^$$' -fuzz FuzzAppend -fuzztime 30s ./internal/jsonstr/
 
-# Test dependencies on Debian/Ubuntu (run as root).
+# Test dependencies on Debian/Ubuntu (run as root): installs only what is
+# missing, so a Node.js from NodeSource (which brings its own npm) is kept.
 deps:
-	apt-get update
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openssh-server chromium asciinema less python3 git postgresql nodejs npm
-	mkdir -p /run/sshd
+	.ci/deps
