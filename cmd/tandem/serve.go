@@ -251,17 +251,26 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	if len(targets) == 0 {
 		log.Warn("no target is configured: every ssh_connect that names a target will fail; add targets to the config (see the README's tandem.yaml)", "config", f.config)
 	}
-	// The sign-in link goes to stderr only: the operator's terminal, never
-	// the log file a collector might ship.
-	fmt.Fprintf(stderr, "tandem: dashboard %s\n", web.DashboardURL(base, opTok))
+	plain := f.logFormat != "json" // stderr may carry lines that are not log records
+	live := liveInfo{PID: os.Getpid(), Mode: "stdio", Web: base, Started: time.Now().UTC(), SignIn: web.DashboardURL(base, opTok)}
+	if hm.on() {
+		live.Mode, live.MCP = "http", base+"/mcp"
+	}
+	announceDashboard(stderr, log, plain, rec.inst, live)
 	if hm.on() {
 		log.Info("tandem serving MCP over HTTP", "endpoint", base+"/mcp", "dataDir", dataDir, "targets", strings.Join(targets, "; "))
-		fmt.Fprintf(stderr, "tandem: MCP endpoint %s/mcp\n", base)
+		if plain {
+			fmt.Fprintf(stderr, "tandem: MCP endpoint %s/mcp\n", base)
+		}
 		err = hm.run(ctx)
 	} else {
 		log.Info("tandem serving MCP over stdio", "web", base, "dataDir", dataDir, "targets", strings.Join(targets, "; "))
 		if isTerminal(stdin) {
-			fmt.Fprintln(stderr, newcomerHint(self, f, cfg, refused))
+			if plain {
+				fmt.Fprintln(stderr, newcomerHint(self, f, cfg, refused))
+			} else {
+				log.Info(newcomerHint(self, f, cfg, refused))
+			}
 		}
 		guard := stdio.New(stdin, stdout, log)
 		out := guard.Writer() // whole lines per call, as Run needs
@@ -518,7 +527,7 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 
 // isTerminal reports whether r is a terminal: a person ran tandem serve by
 // hand, where an MCP client would have given it a pipe.
-func isTerminal(r io.Reader) bool {
+func isTerminal(r any) bool {
 	f, ok := r.(*os.File)
 	if !ok {
 		return false
