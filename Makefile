@@ -12,9 +12,13 @@ run:
 	$(GO) run ./cmd/tandem serve
 
 # The whole suite, against real sshd, bash, Chromium and MCP clients.
+# It prints each test as it ends (.ci/progress), and keeps the tests' temp
+# files in a directory of their own that is removed even on Ctrl-C.
 test:
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 20m ./...
+	bash -o pipefail -c 'dir=$$(mktemp -d "$${TMPDIR:-/tmp}/tandem-test.XXXXXX") && chmod 1777 "$$dir" && \
+		trap "rm -rf \"$$dir\"" EXIT INT TERM && \
+		TMPDIR="$$dir" $(GO) test -count=1 -timeout 20m -json ./... | python3 .ci/progress'
 
 # The race detector needs cgo and a C compiler (gcc).
 race:
