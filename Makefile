@@ -4,7 +4,7 @@ GO ?= go
 .PHONY: build run test race lint bench fuzz deps
 
 build:
-	$(GO) build -o bin/tandem ./cmd/tandem
+	$(GO) build -buildvcs=true -o bin/tandem ./cmd/tandem
 
 # Run tandem on its embedded defaults: one sandboxed local target rooted at
 # the current directory, MCP over stdio, browser terminal on 127.0.0.1:7777.
@@ -12,9 +12,13 @@ run:
 	$(GO) run ./cmd/tandem serve
 
 # The whole suite, against real sshd, bash, Chromium and MCP clients.
+# It prints each test as it ends (.ci/progress), and keeps the tests' temp
+# files in a directory of their own that is removed even on Ctrl-C.
 test:
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 20m ./...
+	bash -o pipefail -c 'dir=$$(mktemp -d "$${TMPDIR:-/tmp}/tandem-test.XXXXXX") && chmod 1777 "$$dir" && \
+		trap "rm -rf \"$$dir\"" EXIT INT TERM && \
+		TMPDIR="$$dir" $(GO) test -count=1 -timeout 20m -json ./... | python3 .ci/progress'
 
 # The race detector needs cgo and a C compiler (gcc).
 race:
@@ -63,8 +67,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzRoute -fuzztime 30s ./internal/cluster/
 	$(GO) test -run '^$$' -fuzz FuzzAppend -fuzztime 30s ./internal/jsonstr/
 
-# Test dependencies on Debian/Ubuntu (run as root).
+# Test dependencies on Debian/Ubuntu (run as root): installs only what is
+# missing, so a Node.js from NodeSource (which brings its own npm) is kept.
 deps:
-	apt-get update
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openssh-server chromium asciinema less python3 git postgresql nodejs npm
-	mkdir -p /run/sshd
+	.ci/deps

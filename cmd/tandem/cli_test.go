@@ -13,6 +13,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/tandem-sh/tandem/internal/config"
 	"github.com/tandem-sh/tandem/internal/sandbox"
 	"github.com/tandem-sh/tandem/internal/testenv"
 )
@@ -24,7 +25,7 @@ func TestBadConfigFailsAtStart(t *testing.T) {
 	tests := []struct{ yaml, want string }{
 		{"targets:\n  - {name: prod, kind: ssh, host: h, user: u, keyFile: k, port: 70000}\n", "targets[0].port: must be 1-65535, got 70000"},
 		{"targets:\n  - {name: w, kind: local, workspace: /no/such/dir}\n", `targets[0].workspace: "/no/such/dir" is not an existing directory`},
-		{"limits:\n  idleTimout: 5m\n", "field idleTimout not found"},
+		{"limits:\n  idleTimout: 5m\n", "line 2: limits.idleTimout: unknown key; did you mean idleTimeout?"},
 	}
 	for _, tc := range tests {
 		p := filepath.Join(dir, "tandem.yaml")
@@ -35,6 +36,15 @@ func TestBadConfigFailsAtStart(t *testing.T) {
 		if err == nil || !strings.Contains(out, p) || !strings.Contains(out, tc.want) {
 			t.Errorf("config %q: exit %v, output %q; want the file and %q", tc.yaml, err, out, tc.want)
 		}
+	}
+	// A config that loads but names no target (the README's policy
+	// examples alone) starts, and warns that nothing can be connected to.
+	p := filepath.Join(dir, "policy-only.yaml")
+	if err := os.WriteFile(p, []byte("policy:\n  mode: ask\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := tandemCLI(t, "serve", "--config", p, "--web", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "state2")); !strings.Contains(out, "no target is configured") {
+		t.Errorf("a config without targets gave no warning:\n%s", out)
 	}
 	if out, err := tandemCLI(t, "version"); err != nil || !strings.HasPrefix(out, "tandem ") {
 		t.Errorf("version: %v %q", err, out)
@@ -72,15 +82,15 @@ func TestNewcomerHint(t *testing.T) {
 	sc := bufio.NewScanner(stderr)
 	var hint string
 	for sc.Scan() {
-		if strings.Contains(sc.Text(), "speaks MCP") {
-			hint = sc.Text()
+		if strings.Contains(sc.Text(), "speaks MCP") && sc.Scan() {
+			hint = sc.Text() // the command, on a line of its own to paste
 			break
 		}
 	}
 	go func() { _, _ = io.Copy(io.Discard, stderr) }()
 	want := "claude mcp add tandem -- " + binary + " serve --workspace " + ws
-	if !strings.Contains(hint, want) {
-		t.Fatalf("hint %q does not say %q", hint, want)
+	if strings.TrimSpace(hint) != want {
+		t.Fatalf("hint %q, want the line %q", hint, want)
 	}
 	select {
 	case <-exited:
@@ -125,5 +135,25 @@ func TestSandboxCheck(t *testing.T) {
 		if !strings.Contains(refused, want) {
 			t.Errorf("the refusal lacks %q:\n%s", want, refused)
 		}
+	}
+}
+
+// TestNewcomerHintUnderGoRun: under go run the binary is a throwaway, so
+// the hint builds one to keep and adds that; the line pastes into bash.
+func TestNewcomerHintUnderGoRun(t *testing.T) {
+	ws := t.TempDir()
+	cfg := config.Default(ws)
+	hint := newcomerHint("/tmp/go-build123/b001/exe/tandem", serveFlags{}, cfg, nil)
+	lines := strings.Split(hint, "\n")
+	if len(lines) < 2 {
+		t.Fatalf("hint %q has no command line", hint)
+	}
+	cmd := strings.TrimSpace(lines[1])
+	want := "go build -o $HOME/.local/bin/tandem ./cmd/tandem && claude mcp add tandem -- $HOME/.local/bin/tandem serve --workspace " + ws
+	if cmd != want {
+		t.Fatalf("command %q, want %q", cmd, want)
+	}
+	if out, err := exec.Command("bash", "-n", "-c", cmd).CombinedOutput(); err != nil {
+		t.Fatalf("the line does not parse as bash: %v %s", err, out)
 	}
 }

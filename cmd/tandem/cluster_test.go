@@ -312,7 +312,7 @@ func TestSharedOperatorToken(t *testing.T) {
 		if err := os.Chmod(p, tc.mode); err != nil {
 			t.Fatal(err)
 		}
-		if out, err := tandemCLI(t, "dashboard-url", "--token-file", p, "--data-dir", t.TempDir()); err == nil {
+		if out, err := tandemCLI(t, "dashboard-url", "--token-file", p, "--web", "https://tandem.example.com/", "--data-dir", t.TempDir()); err == nil || !strings.Contains(out, p) {
 			t.Errorf("%s token file accepted: %s", name, out)
 		}
 	}

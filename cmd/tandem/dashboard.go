@@ -4,16 +4,23 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tandem-sh/tandem/internal/config"
+	"github.com/tandem-sh/tandem/internal/instance"
 	"github.com/tandem-sh/tandem/internal/session"
 	"github.com/tandem-sh/tandem/internal/store"
 	"github.com/tandem-sh/tandem/internal/web"
@@ -90,19 +97,71 @@ func noteDashboard(dataDir, base string) error {
 	return os.WriteFile(filepath.Join(dataDir, dashboardURLFile), []byte(base+"\n"), 0o600)
 }
 
+// liveInfo is what a serving tandem says of itself in its instance file
+// (0600, under the data dir), for tandem dashboard-url.
+type liveInfo struct {
+	PID     int       `json:"pid"`
+	Mode    string    `json:"mode"` // stdio or http
+	Web     string    `json:"web"`  // the pages' base URL
+	MCP     string    `json:"mcp,omitempty"`
+	Started time.Time `json:"started"`
+	// SignIn is the dashboard link, operator token included: it is why the
+	// file is the operator's alone and why it is never logged.
+	SignIn string `json:"signIn"`
+}
+
+// announceDashboard records this process's addresses and sign-in link in
+// its instance file, and tells the operator where the link is. The link
+// holds the operator token, so it is printed only to a terminal (and only
+// when stderr carries plain lines): a pipe is usually a log collector or
+// an MCP client's log file. Otherwise the log names the file, and tandem
+// dashboard-url prints the link from it.
+func announceDashboard(stderr io.Writer, log *slog.Logger, plain bool, inst *instance.Instance, info liveInfo) {
+	b, err := json.Marshal(info)
+	if err == nil {
+		err = inst.Describe(b)
+	}
+	if err != nil {
+		log.Warn("note this tandem for tandem dashboard-url", "err", err)
+	}
+	if plain && isTerminal(stderr) {
+		fmt.Fprintf(stderr, "tandem: dashboard %s\n", info.SignIn)
+		return
+	}
+	log.Info("dashboard: the sign-in link holds the operator token, so it is not logged; run tandem dashboard-url to print it",
+		"web", info.Web, "file", inst.File())
+}
+
 func dashboardURLCmd() *cobra.Command {
 	var dataDir, webAddr, tokenFile string
 	c := &cobra.Command{
 		Use:   "dashboard-url",
-		Short: "Print the operator dashboard's sign-in link again",
-		Long: "Print the link that signs a browser in to the operator dashboard of the tandem that last started on " +
-			"this data dir (each tandem process serves its own). The link holds the operator token: keep it to yourself.",
+		Short: "Print the operator dashboard's sign-in link of every tandem serving on a data dir",
+		Long: "Print, for every live tandem process on the data dir, the link that signs a browser in to its " +
+			"operator dashboard (each process serves its own), with its mode, start time and sessions. Processes " +
+			"that have exited are skipped. The link holds the operator token: keep it to yourself.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir := dataDir
 			if dir == "" {
 				home, _ := os.UserHomeDir()
 				dir = defaultDataDir(home)
+			}
+			var serving []liveInfo
+			if webAddr == "" {
+				live, err := instance.Live(dir)
+				if err != nil {
+					return err
+				}
+				for _, d := range live {
+					var info liveInfo
+					if json.Unmarshal(d.Info, &info) == nil && info.Web != "" { // else starting, not serving yet
+						serving = append(serving, info)
+					}
+				}
+				if len(serving) == 0 {
+					return fmt.Errorf("no tandem is serving on the data dir %s (one that has exited leaves no link): start one with tandem serve, or pass --data-dir or --web", dir)
+				}
 			}
 			tok, err := sharedOperatorToken(tokenFile)
 			if tokenFile == "" {
@@ -111,22 +170,50 @@ func dashboardURLCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			base := ""
+			out := cmd.OutOrStdout()
 			if webAddr != "" {
-				base = webBase(webAddr)
-			} else if b, err := os.ReadFile(filepath.Join(dir, dashboardURLFile)); err == nil {
-				base = strings.TrimSpace(string(b))
-			} else {
-				base = "http://127.0.0.1:7777"
+				fmt.Fprintln(out, web.DashboardURL(webBase(webAddr), tok))
+				return nil
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), web.DashboardURL(base, tok))
+			for _, info := range serving {
+				link := web.DashboardURL(info.Web, tok)
+				fmt.Fprintf(out, "%s  %s, pid %d, started %s, %s\n", link, info.Mode, info.PID,
+					info.Started.Local().Format("2006-01-02 15:04:05"), sessionsOf(cmd.Context(), info.Web, tok))
+			}
 			return nil
 		},
 	}
 	c.Flags().StringVar(&dataDir, "data-dir", "", "tandem's data dir (default: $XDG_STATE_HOME/tandem or ~/.local/state/tandem)")
-	c.Flags().StringVar(&webAddr, "web", "", "the dashboard's address (host:port, or a URL such as a balancer's https://…), if not the one the last tandem noted")
+	c.Flags().StringVar(&webAddr, "web", "", "the dashboard's address (host:port, or a URL such as a balancer's https://…): print its link only")
 	c.Flags().StringVar(&tokenFile, "token-file", "", "the operator token file the nodes of a cluster share (web.operatorTokenFile), instead of the data dir's")
 	return c
+}
+
+// sessionsOf asks a live dashboard how many sessions it lists, briefly:
+// an answer it cannot give is said, not waited for.
+func sessionsOf(ctx context.Context, base, tok string) string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/api/state", nil)
+	if err != nil {
+		return "sessions unknown"
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "not answering"
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Sessions []json.RawMessage `json:"sessions"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&st) != nil {
+		return "sessions unknown (" + resp.Status + ")"
+	}
+	if len(st.Sessions) == 1 {
+		return "1 session"
+	}
+	return strconv.Itoa(len(st.Sessions)) + " sessions"
 }
 
 // dashSessions shows the session manager to the dashboard.

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +15,18 @@ import (
 	"github.com/tandem-sh/tandem/internal/testenv"
 )
 
-var dashboardRE = regexp.MustCompile(`tandem: dashboard (\S+)`)
+// dashboardLink is the sign-in link of the one tandem serving on dataDir,
+// as an operator gets it when tandem's stderr is not a terminal (a test's
+// pipe, an MCP client's log): from tandem dashboard-url.
+func dashboardLink(t testing.TB, dataDir string) string {
+	t.Helper()
+	out, err := exec.Command(binary, "dashboard-url", "--data-dir", dataDir).Output()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if err != nil || len(lines) != 1 || !strings.Contains(lines[0], "?token=") {
+		t.Fatalf("dashboard-url: %v %q", err, out)
+	}
+	return strings.Fields(lines[0])[0]
+}
 
 // TestDashboardDecidesAgentCalls: an agent's call waits on the policy; the
 // operator approves it, then denies another, from the dashboard in
@@ -23,10 +36,7 @@ func TestDashboardDecidesAgentCalls(t *testing.T) {
 	// A long wait: only the dashboard's answer can end the call.
 	cfg := strings.Replace(askConfig(t.TempDir()), "waitSeconds: 1", "waitSeconds: 60", 1)
 	srv := startServer(t, serverOpts{config: cfg})
-	m := dashboardRE.FindStringSubmatch(srv.log())
-	if m == nil {
-		t.Fatalf("tandem printed no dashboard link: %s", srv.log())
-	}
+	m := []string{"", dashboardLink(t, srv.dataDir)}
 	tok := str(mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": "dash"}))["sessionToken"])
 	s := sess{srv, "dash", tok}
 
@@ -109,5 +119,107 @@ func TestDashboardDecidesAgentCalls(t *testing.T) {
 	if !strings.Contains(string(cast), "approved-here") || strings.Contains(string(cast), "denied-here") {
 		t.Errorf("recording: approved command present %v, denied command present %v",
 			strings.Contains(string(cast), "approved-here"), strings.Contains(string(cast), "denied-here"))
+	}
+}
+
+// TestDashboardURLListsLiveTandems: two tandems serve on one data dir and
+// a third was killed; dashboard-url names the two, each with its mode,
+// pid, start and sessions, and not the dead one. A data dir nothing
+// serves on says so.
+func TestDashboardURLListsLiveTandems(t *testing.T) {
+	home := t.TempDir()
+	a := startServer(t, serverOpts{home: home, dir: t.TempDir()})
+	b := startServer(t, serverOpts{home: home, dir: t.TempDir()})
+	mustOK(t, a.call(t, "ssh_connect", map[string]any{"name": "one"}))
+
+	dead := exec.Command(binary, "serve", "--web", "127.0.0.1:0", "--data-dir", a.dataDir, "--workspace", t.TempDir())
+	stdin, err := dead.StdinPipe() // held open: it serves until killed
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stdin.Close() })
+	if err := dead.Start(); err != nil {
+		t.Fatal(err)
+	}
+	list := func() []string {
+		out, _ := exec.Command(binary, "dashboard-url", "--data-dir", a.dataDir).Output()
+		return strings.Split(strings.TrimSpace(string(out)), "\n")
+	}
+	if !waitFor(20*time.Second, func() bool { return len(list()) == 3 }) {
+		t.Fatalf("three live tandems, listed: %q", list())
+	}
+	_ = dead.Process.Kill()
+	_ = dead.Wait()
+
+	got := list()
+	if len(got) != 2 {
+		t.Fatalf("after one was killed: %q", got)
+	}
+	tok, err := os.ReadFile(filepath.Join(a.dataDir, "dashboard.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int]string{a.cmd.Process.Pid: "1 session", b.cmd.Process.Pid: "0 sessions"}
+	for _, line := range got {
+		f := strings.Fields(line)
+		if len(f) < 2 || !strings.HasPrefix(f[0], "http://127.0.0.1:") || !strings.HasSuffix(f[0], "/?token="+strings.TrimSpace(string(tok))) {
+			t.Errorf("line %q does not start with a sign-in link", line)
+			continue
+		}
+		found := false
+		for pid, sessions := range want {
+			if strings.Contains(line, fmt.Sprintf("stdio, pid %d, started ", pid)) && strings.HasSuffix(line, ", "+sessions) {
+				found = true
+				delete(want, pid)
+			}
+		}
+		if !found {
+			t.Errorf("line %q names no expected tandem", line)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("not listed: %v (got %q)", want, got)
+	}
+
+	empty := filepath.Join(t.TempDir(), "state")
+	out, err := exec.Command(binary, "dashboard-url", "--data-dir", empty).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "no tandem is serving on the data dir "+empty) {
+		t.Errorf("a data dir nothing serves on: %v %q", err, out)
+	}
+}
+
+// TestJSONLogsAreJSON: with --log-format json and stderr not a terminal,
+// every line tandem writes to stderr is a JSON object, and none holds the
+// operator token; the log names the file the sign-in link is in.
+func TestJSONLogsAreJSON(t *testing.T) {
+	srv := startServer(t, serverOpts{dir: t.TempDir(), args: []string{"--log-format", "json"}})
+	tok := str(mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": "j"}))["sessionToken"])
+	s := sess{srv, "j", tok}
+	if res := result(t, s.exec(t, "echo hi", 10)); res["stdout"] != "hi\n" {
+		t.Fatalf("exec: %v", res)
+	}
+	op, err := os.ReadFile(filepath.Join(srv.dataDir, "dashboard.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sawFile := false
+	for _, line := range strings.Split(strings.TrimSpace(srv.log()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("a stderr line is not JSON: %q", line)
+			continue
+		}
+		if strings.Contains(line, strings.TrimSpace(string(op))) {
+			t.Errorf("a log line holds the operator token: %q", line)
+		}
+		if f, _ := rec["file"].(string); strings.HasPrefix(f, filepath.Join(srv.dataDir, "instances")) {
+			sawFile = true
+		}
+	}
+	if !sawFile {
+		t.Errorf("the log does not say where the sign-in link is:\n%s", srv.log())
+	}
+	if link := dashboardLink(t, srv.dataDir); !strings.HasSuffix(link, "?token="+strings.TrimSpace(string(op))) {
+		t.Errorf("dashboard-url: %q", link)
 	}
 }

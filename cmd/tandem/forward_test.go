@@ -22,11 +22,7 @@ type operatorClient struct {
 
 func newOperatorClient(t *testing.T, srv *server) operatorClient {
 	t.Helper()
-	m := dashboardRE.FindStringSubmatch(srv.log())
-	if m == nil {
-		t.Fatalf("no dashboard link: %s", srv.log())
-	}
-	u, err := url.Parse(m[1])
+	u, err := url.Parse(dashboardLink(t, srv.dataDir))
 	if err != nil {
 		t.Fatal(err)
 	}

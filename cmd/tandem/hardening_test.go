@@ -600,6 +600,10 @@ func TestImplicitWorkspaceChosenOnPurpose(t *testing.T) {
 		if msg := str(e["message"]); !strings.Contains(msg, "--workspace") || !strings.Contains(msg, tc.why) {
 			t.Errorf("from %s: %q", tc.dir, msg)
 		}
+		// The startup line lists the target as refused, not as serving.
+		if log := srv.log(); !strings.Contains(log, "local (local, workspace "+tc.dir+", REFUSED: see the warning above)") {
+			t.Errorf("from %s, the startup log does not mark the target refused:\n%s", tc.dir, lastN(log, 2000))
+		}
 	}
 	project := t.TempDir()
 	srv := startServer(t, serverOpts{dir: "/", home: home, args: []string{"--workspace", project}})

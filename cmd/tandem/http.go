@@ -113,7 +113,11 @@ func (h *httpMode) scheme() string {
 // explicit --insecure-http.
 func (h *httpMode) listen(ctx context.Context, f serveFlags, log *slog.Logger) (net.Listener, error) {
 	if !h.on() {
-		return web.Listen(ctx, f.web, &web.ListenOptions{Logger: log})
+		ln, err := web.Listen(ctx, f.web, &web.ListenOptions{Logger: log})
+		if errors.Is(err, web.ErrNotLoopback) {
+			return nil, fmt.Errorf("--web %s is not a loopback address, and the browser pages hand out shells: keep --web on 127.0.0.1 and reach it from another machine through a tunnel (ssh -L 7777:127.0.0.1:7777 this-host), or serve the pages with --http ADDR --tls-cert FILE --tls-key FILE", f.web)
+		}
+		return ln, err
 	}
 	remoteOK := h.tls != nil || h.insecure
 	ln, err := web.Listen(ctx, h.addr, &web.ListenOptions{Logger: log, AllowRemote: remoteOK})

@@ -94,23 +94,29 @@ func TestHTTPRefusesBadClaims(t *testing.T) {
 		"iat": now.Unix(), "exp": now.Add(time.Minute).Unix()})) + "." + parts[2]
 	_, other, _ := ed25519.GenerateKey(nil)
 
-	cases := []struct{ name, authz string }{
-		{"no token", ""},
-		{"not bearer", "Basic " + base64.StdEncoding.EncodeToString([]byte("a:b"))},
-		{"garbage", "Bearer not.a.jwt"},
-		{"expired", "Bearer " + mint("tandem", "tandem", now.Add(-2*time.Hour), 30*time.Minute, claim.IssueParams{})},
-		{"wrong audience", "Bearer " + mint("tandem", "another-server", now, time.Minute, claim.IssueParams{})},
-		{"unknown issuer", "Bearer " + mint("evil", "tandem", now, time.Minute, claim.IssueParams{})},
-		{"bad signature", "Bearer " + badSig},
-		{"tampered payload", "Bearer " + tampered},
-		{"another key", "Bearer " + mustSign(t, &claim.Issuer{Key: other, Name: "tandem", Audience: "tandem"}, claim.IssueParams{Tenant: "acme", Actor: "m", TTL: time.Minute})},
-		{"alg none", "Bearer " + none},
-		{"HS256 with the public key", "Bearer " + hs(pub)},
-		{"HS256 with the JWKS", "Bearer " + hs(pemPub)},
-		{"future iat", "Bearer " + mint("tandem", "tandem", now.Add(10*time.Minute), 30*time.Minute, claim.IssueParams{})},
-		{"unknown tenant", "Bearer " + mint("tandem", "tandem", now, time.Minute, claim.IssueParams{Tenant: "nope", Actor: "m"})},
-		{"unknown workspace", "Bearer " + mint("tandem", "tandem", now, time.Minute, claim.IssueParams{Tenant: "acme", Actor: "m", Workspace: "nope"})},
-		{"TTL over the maximum", "Bearer " + mint("tandem", "tandem", now, 2*time.Hour, claim.IssueParams{})},
+	const (
+		sigDesc    = "the token's signature does not verify with the issuer's keys"
+		tenantDesc = "the token's tenant or workspace is not configured on this server"
+	)
+	// want is the RFC 6750 error_description; "" means no credentials were
+	// sent, which gets no error code at all.
+	cases := []struct{ name, authz, want string }{
+		{"no token", "", ""},
+		{"not bearer", "Basic " + base64.StdEncoding.EncodeToString([]byte("a:b")), ""},
+		{"garbage", "Bearer not.a.jwt", "the token is malformed or lacks a required claim"},
+		{"expired", "Bearer " + mint("tandem", "tandem", now.Add(-2*time.Hour), 30*time.Minute, claim.IssueParams{}), "the token expired; mint a new one (tandem token issue) and give it to the client"},
+		{"wrong audience", "Bearer " + mint("tandem", "another-server", now, time.Minute, claim.IssueParams{}), "the token was minted for another audience than this server (auth.audience)"},
+		{"unknown issuer", "Bearer " + mint("evil", "tandem", now, time.Minute, claim.IssueParams{}), "the token's issuer is not one this server accepts (auth.issuers)"},
+		{"bad signature", "Bearer " + badSig, sigDesc},
+		{"tampered payload", "Bearer " + tampered, sigDesc},
+		{"another key", "Bearer " + mustSign(t, &claim.Issuer{Key: other, Name: "tandem", Audience: "tandem"}, claim.IssueParams{Tenant: "acme", Actor: "m", TTL: time.Minute}), sigDesc},
+		{"alg none", "Bearer " + none, sigDesc},
+		{"HS256 with the public key", "Bearer " + hs(pub), sigDesc},
+		{"HS256 with the JWKS", "Bearer " + hs(pemPub), sigDesc},
+		{"future iat", "Bearer " + mint("tandem", "tandem", now.Add(10*time.Minute), 30*time.Minute, claim.IssueParams{}), "the token is not valid yet; check the clocks of the issuer and this server"},
+		{"unknown tenant", "Bearer " + mint("tandem", "tandem", now, time.Minute, claim.IssueParams{Tenant: "nope", Actor: "m"}), tenantDesc},
+		{"unknown workspace", "Bearer " + mint("tandem", "tandem", now, time.Minute, claim.IssueParams{Tenant: "acme", Actor: "m", Workspace: "nope"}), tenantDesc},
+		{"TTL over the maximum", "Bearer " + mint("tandem", "tandem", now, 2*time.Hour, claim.IssueParams{}), "the token lives longer than this server's auth.maxTTL allows"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,9 +124,11 @@ func TestHTTPRefusesBadClaims(t *testing.T) {
 			if resp.StatusCode != http.StatusUnauthorized {
 				t.Fatalf("status %d, want 401: %s", resp.StatusCode, body)
 			}
-			if h := resp.Header.Get("WWW-Authenticate"); !strings.Contains(h, `Bearer resource_metadata="`+s.base+`/.well-known/oauth-protected-resource"`) {
+			h := resp.Header.Get("WWW-Authenticate")
+			if !strings.Contains(h, `Bearer resource_metadata="`+s.base+`/.well-known/oauth-protected-resource"`) {
 				t.Errorf("WWW-Authenticate = %q", h)
 			}
+			checkBearerError(t, h, body, tc.want)
 		})
 	}
 
@@ -139,9 +147,11 @@ func TestHTTPRefusesBadClaims(t *testing.T) {
 	if d := time.Since(revokedAt); d > 1500*time.Millisecond {
 		t.Errorf("revocation took %v to take effect, want about a second at most", d)
 	}
+	resp, body := s.post(t, "Bearer "+live)
+	checkBearerError(t, resp.Header.Get("WWW-Authenticate"), body, "the token was revoked")
 
 	// The metadata the 401 points at.
-	resp, err := http.Get(s.base + "/.well-known/oauth-protected-resource")
+	resp, err = http.Get(s.base + "/.well-known/oauth-protected-resource")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +172,21 @@ func TestHTTPRefusesBadClaims(t *testing.T) {
 	c := s.client(t, s.token(t, "--tenant", "acme", "--actor", "mallory"))
 	if got := mustOK(t, c.Call(t, "ssh_list_sessions", map[string]any{}))["sessions"]; len(got.([]any)) != 0 {
 		t.Errorf("sessions after refusals: %v", got)
+	}
+}
+
+// checkBearerError checks a 401's RFC 6750 parameters: error="invalid_token"
+// and the description want, also in the body; want "" means none at all.
+func checkBearerError(t *testing.T, header, body, want string) {
+	t.Helper()
+	if want == "" {
+		if strings.Contains(header, "error=") {
+			t.Errorf("a request without credentials got an error code: %q", header)
+		}
+		return
+	}
+	if !strings.Contains(header, `error="invalid_token", error_description="`+want+`"`) || !strings.Contains(body, want) {
+		t.Errorf("WWW-Authenticate = %q, body %q; want error_description %q", header, body, want)
 	}
 }
 

@@ -34,12 +34,49 @@ func versionCmd(stdout io.Writer) *cobra.Command {
 		Short: "Print tandem's version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := version
-			if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-				v = bi.Main.Version
-			}
-			_, err := fmt.Fprintln(stdout, "tandem", v)
+			bi, _ := debug.ReadBuildInfo()
+			_, err := fmt.Fprintln(stdout, "tandem", versionOf(version, bi))
 			return err
 		},
 	}
+}
+
+// versionOf says which tandem this is: the version stamped at link time,
+// else the module version the go command recorded, followed by the VCS
+// revision it was built from (and whether the tree had changes), so that
+// a bug report names the exact code even for a build from a checkout.
+func versionOf(stamped string, bi *debug.BuildInfo) string {
+	v := stamped
+	if bi == nil {
+		return v
+	}
+	if v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	var rev, when string
+	modified := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			when = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return v + " (no VCS revision recorded: built with go run or outside a git checkout)"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	extra := "revision " + rev
+	if when != "" {
+		extra += ", " + when
+	}
+	if modified {
+		extra += ", with uncommitted changes"
+	}
+	return v + " (" + extra + ")"
 }

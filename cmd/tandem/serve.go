@@ -252,31 +252,30 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	webOpts.Routes["POST /api/approvals"] = forward.Handler(forward.Either(forward.Token(opTok), hm.approver), srv.Forwarded)
 	webDone := make(chan error, 1)
 	go func() { webDone <- web.New(webSessions{sessions}, webOpts).Serve(ctx, ln) }()
-	var targets []string
-	for _, t := range allTargets(cfg) {
-		desc := t.Name + " (" + t.Kind
-		switch {
-		case t.Kind == "local":
-			desc += ", workspace " + t.Workspace
-			if t.Sandbox == "none" {
-				desc += ", unsandboxed"
-			}
-		default:
-			desc += ", " + t.User + "@" + t.Host
-		}
-		targets = append(targets, desc+")")
+	targets := targetLines(cfg, refused)
+	if len(targets) == 0 {
+		log.Warn("no target is configured: every ssh_connect that names a target will fail; add targets to the config (see the README's tandem.yaml)", "config", f.config)
 	}
-	// The sign-in link goes to stderr only: the operator's terminal, never
-	// the log file a collector might ship.
-	fmt.Fprintf(stderr, "tandem: dashboard %s\n", web.DashboardURL(base, opTok))
+	plain := f.logFormat != "json" // stderr may carry lines that are not log records
+	live := liveInfo{PID: os.Getpid(), Mode: "stdio", Web: base, Started: time.Now().UTC(), SignIn: web.DashboardURL(base, opTok)}
+	if hm.on() {
+		live.Mode, live.MCP = "http", base+"/mcp"
+	}
+	announceDashboard(stderr, log, plain, rec.inst, live)
 	if hm.on() {
 		log.Info("tandem serving MCP over HTTP", "endpoint", base+"/mcp", "dataDir", dataDir, "targets", strings.Join(targets, "; "))
-		fmt.Fprintf(stderr, "tandem: MCP endpoint %s/mcp\n", base)
+		if plain {
+			fmt.Fprintf(stderr, "tandem: MCP endpoint %s/mcp\n", base)
+		}
 		err = hm.run(ctx)
 	} else {
 		log.Info("tandem serving MCP over stdio", "web", base, "dataDir", dataDir, "targets", strings.Join(targets, "; "))
 		if isTerminal(stdin) {
-			fmt.Fprintln(stderr, newcomerHint(self, f, cfg, refused))
+			if plain {
+				fmt.Fprintln(stderr, newcomerHint(self, f, cfg, refused))
+			} else {
+				log.Info(newcomerHint(self, f, cfg, refused))
+			}
 		}
 		guard := stdio.New(stdin, stdout, log)
 		out := guard.Writer() // whole lines per call, as Run needs
@@ -475,16 +474,31 @@ func tenantTargets(cfg *config.Config) []tenantTarget {
 	return out
 }
 
-// allTargets lists every target, named tenant/target where tenants are
-// configured, for the startup log.
-func allTargets(cfg *config.Config) []config.Target {
-	var out []config.Target
+// targetLines describes every target for the startup log, named
+// tenant/target where tenants are configured; a local target refused for
+// its workspace says so, so the line never lists it as if it served.
+func targetLines(cfg *config.Config, refused map[string]string) []string {
+	var out []string
 	for _, tt := range tenantTargets(cfg) {
 		t := tt.t
+		name := t.Name
 		if len(cfg.Tenants) > 0 {
-			t.Name = tt.tenant + "/" + t.Name
+			name = tt.tenant + "/" + t.Name
 		}
-		out = append(out, t)
+		desc := name + " (" + t.Kind
+		switch {
+		case t.Kind == "local":
+			desc += ", workspace " + t.Workspace
+			if t.Sandbox == "none" {
+				desc += ", unsandboxed"
+			}
+		default:
+			desc += ", " + t.User + "@" + t.Host
+		}
+		if refused[target.RefusedKey(tt.tenant, t.Name)] != "" {
+			desc += ", REFUSED: see the warning above"
+		}
+		out = append(out, desc+")")
 	}
 	return out
 }
@@ -532,7 +546,7 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 
 // isTerminal reports whether r is a terminal: a person ran tandem serve by
 // hand, where an MCP client would have given it a pipe.
-func isTerminal(r io.Reader) bool {
+func isTerminal(r any) bool {
 	f, ok := r.(*os.File)
 	if !ok {
 		return false
@@ -544,9 +558,9 @@ func isTerminal(r io.Reader) bool {
 // newcomerHint is the one line a person who started tandem serve by hand
 // sees: what it is waiting for and how to hand it to a client instead.
 func newcomerHint(self string, f serveFlags, cfg *config.Config, refused map[string]string) string {
-	bin := self
-	if strings.Contains(self, "go-build") { // go run: a throwaway binary
-		bin = "/path/to/tandem (go build -o ~/.local/bin/tandem ./cmd/tandem)"
+	bin, build := self, ""
+	if strings.Contains(self, "go-build") { // go run: a throwaway binary, built again at once
+		bin, build = "$HOME/.local/bin/tandem", "go build -o $HOME/.local/bin/tandem ./cmd/tandem && "
 	}
 	args := ""
 	switch t := cfg.Targets; {
@@ -558,8 +572,9 @@ func newcomerHint(self string, f serveFlags, cfg *config.Config, refused map[str
 	case len(t) == 1:
 		args = " --workspace " + t[0].Workspace
 	}
-	return "tandem speaks MCP over stdin/stdout and is meant to be started by an MCP client; add it with: claude mcp add tandem -- " +
-		bin + " serve" + args + " (other clients: see the README). Waiting for MCP messages; Ctrl-D or Ctrl-C quits."
+	return "tandem speaks MCP over stdin/stdout and is meant to be started by an MCP client; add it with:\n  " +
+		build + "claude mcp add tandem -- " + bin + " serve" + args +
+		"\n(other clients: see the README). Waiting for MCP messages; Ctrl-D or Ctrl-C quits."
 }
 
 // Owner names the tenant and actor of an HTTP-mode session for the page;

@@ -81,7 +81,10 @@ func tokenIssueCmd(stdout io.Writer) *cobra.Command {
 				}
 			}
 			if err := cfg.Exists(f.tenant, f.workspace); err != nil {
-				return fmt.Errorf("%w: the server would refuse this token", err)
+				if f.config == "" {
+					return fmt.Errorf("%w in the embedded defaults, which know only tenant %q: pass --config with the tandem.yaml the server runs with", err, config.DefaultTenant)
+				}
+				return fmt.Errorf("%w in %s: the server would refuse this token", err, f.config)
 			}
 			if max := time.Duration(cfg.Auth.MaxTTL); f.ttl <= 0 || f.ttl > max {
 				return fmt.Errorf("--ttl must be more than 0 and at most auth.maxTTL (%s), got %s", max, f.ttl)

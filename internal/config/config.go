@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/url"
 	"os"
@@ -304,6 +305,13 @@ func Load(path, home string) (*Config, error) {
 
 // Parse decodes and validates YAML; base and home resolve relative paths.
 func Parse(b []byte, base, home string) (*Config, error) {
+	var root yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&root); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if err := checkShape(&root); err != nil {
+		return nil, err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	var c Config
@@ -498,15 +506,21 @@ func validateTargets(prefix string, ts []Target, base, home string, bad func(key
 			}
 			if t.PasswordFile != "" {
 				t.PasswordFile = resolve(t.PasswordFile, base, home)
-				if _, err := os.Stat(t.PasswordFile); err != nil {
-					bad(k+".passwordFile", "%q cannot be read: %v", t.PasswordFile, err)
+				if err := readableFile(t.PasswordFile); err != nil {
+					bad(k+".passwordFile", "%v", err)
 				}
 			}
 			if t.KeyFile != "" {
 				t.KeyFile = resolve(t.KeyFile, base, home)
+				if err := readableFile(t.KeyFile); err != nil {
+					bad(k+".keyFile", "%v", err)
+				}
 			}
 			if t.KnownHosts != "" {
 				t.KnownHosts = resolve(t.KnownHosts, base, home)
+				if err := knownHostsOK(t.KnownHosts, t.HostKeyPolicy); err != nil {
+					bad(k+".knownHosts", "%v", err)
+				}
 			}
 			if t.HostKeyPolicy != "strict" && t.HostKeyPolicy != "accept-new" {
 				bad(k+".hostKeyPolicy", "must be strict or accept-new, got %q", t.HostKeyPolicy)
@@ -838,4 +852,45 @@ func (c *Config) AdHocAllowed(stdio bool) bool {
 		return *c.AllowAdHoc
 	}
 	return stdio
+}
+
+// readableFile says, in a config's terms, why the file at p cannot serve
+// as a key or password file: it is missing, a directory, or unreadable.
+// Checking at load turns a typo into a refusal at start rather than an
+// auth_failed at the first ssh_connect.
+func readableFile(p string) error {
+	f, err := os.Open(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%q does not exist", p)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("%q cannot be read by this user", p)
+	case err != nil:
+		return fmt.Errorf("%q cannot be read: %w", p, err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return fmt.Errorf("%q is a directory, not a file", p)
+	}
+	return nil
+}
+
+// knownHostsOK checks a target's own known_hosts file: it must be a
+// readable file, or, with hostKeyPolicy accept-new, may be missing as long
+// as its directory exists (the first pin creates it).
+func knownHostsOK(p, policy string) error {
+	err := readableFile(p)
+	if err == nil {
+		return nil
+	}
+	if _, serr := os.Stat(p); !errors.Is(serr, fs.ErrNotExist) {
+		return err
+	}
+	if policy == "strict" {
+		return fmt.Errorf("%q does not exist, and hostKeyPolicy strict trusts only the keys it lists", p)
+	}
+	if fi, derr := os.Stat(filepath.Dir(p)); derr != nil || !fi.IsDir() {
+		return fmt.Errorf("%q does not exist, nor does its directory, where the first host key would be pinned", p)
+	}
+	return nil
 }

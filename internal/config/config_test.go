@@ -15,7 +15,7 @@ func TestParseErrors(t *testing.T) {
 	tests := []struct {
 		name, yaml, want string
 	}{
-		{"unknown key", "targets:\n  - name: a\n    kind: local\n    workspce: x\n", "field workspce not found"},
+		{"unknown key", "targets:\n  - name: a\n    kind: local\n    workspce: x\n", "line 4: targets[0].workspce: unknown key; did you mean workspace?"},
 		{"bad kind", "targets:\n  - name: a\n    kind: docker\n", "targets[0].kind: must be local or ssh"},
 		{"missing workspace", "targets:\n  - name: a\n    kind: local\n", "targets[0].workspace: is required"},
 		{"no such workspace", "targets:\n  - name: a\n    kind: local\n    workspace: /nope/nope\n", `targets[0].workspace: "/nope/nope" is not an existing directory`},
@@ -50,7 +50,14 @@ func TestLoadResolvesAndDefaults(t *testing.T) {
 	if err := os.WriteFile(p, []byte(y), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := config.Load(p, "/home/x")
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".ssh", "id"), []byte("key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(p, home)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +66,7 @@ func TestLoadResolvesAndDefaults(t *testing.T) {
 	if w.Workspace != filepath.Join(dir, "ws") || w.Sandbox != "landlock" || w.Network {
 		t.Errorf("local target: %+v", w)
 	}
-	if s.Port != 22 || s.KeyFile != "/home/x/.ssh/id" || s.HostKeyPolicy != "accept-new" {
+	if s.Port != 22 || s.KeyFile != filepath.Join(home, ".ssh", "id") || s.HostKeyPolicy != "accept-new" {
 		t.Errorf("ssh target: %+v", s)
 	}
 	if time.Duration(c.Limits.IdleTimeout) != 5*time.Minute || time.Duration(c.Limits.CommandTimeout) != 50*time.Second || c.Limits.InlineOutputBytes != 32<<10 {
@@ -150,6 +157,9 @@ func TestTenantScope(t *testing.T) {
 		"  - name: acme\n    targets: [{name: build, kind: local, workspace: a}, {name: prod, kind: ssh, host: h, user: u, keyFile: k}]\n" +
 		"    workspaces: [{name: ci, targets: [build]}]\n" +
 		"  - name: beta\n    targets: [{name: build, kind: local, workspace: b}]\n"
+	if err := os.WriteFile(filepath.Join(dir, "k"), []byte("key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	c, err := config.Parse([]byte(y), dir, "/home/x")
 	if err != nil {
 		t.Fatal(err)
@@ -211,6 +221,9 @@ func TestPolicyConfig(t *testing.T) {
 		"      - {name: a, kind: local, workspace: ., policy: {mode: allow}}\n" +
 		"      - {name: b, kind: ssh, host: h, user: u, keyFile: k}\n" +
 		"  - name: beta\n    targets: [{name: a, kind: ssh, host: h, user: u, keyFile: k}]\n"
+	if err := os.WriteFile(filepath.Join(dir, "k"), []byte("key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	c, err := config.Parse([]byte(y), dir, "/home/x")
 	if err != nil {
 		t.Fatal(err)
@@ -259,5 +272,74 @@ func TestForwardLoopbackSquat(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestConfigMistakes holds the mistakes a newcomer makes in tandem.yaml,
+// each with the exact message tandem gives: the line, the key path as the
+// README writes it, and what to write instead; never a Go type name.
+func TestConfigMistakes(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "id_ed25519")
+	if err := os.WriteFile(key, []byte("key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ssh := "targets:\n  - {name: s, kind: ssh, host: h, user: u, keyFile: " + key
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"misspelt key", "targets:\n  - name: a\n    kind: local\n    workspce: .\n",
+			"line 4: targets[0].workspce: unknown key; did you mean workspace?"},
+		{"key in the wrong case", "targets:\n  - {name: a, kind: local, workspace: ., ReadOnly: []}\n",
+			"line 2: targets[0].ReadOnly: unknown key; did you mean readOnly?"},
+		{"unknown top-level key", "target:\n  - {name: a}\n",
+			"line 1: target: unknown key; did you mean targets?"},
+		{"nothing near", "zzzzzz: 1\n",
+			"line 1: zzzzzz: unknown key (known here: targets, limits, allowAdHoc, web, audit, tenants, auth, policy, approvals, cluster)"},
+		{"yes is not a bool", "targets:\n  - {name: a, kind: local, workspace: ., network: maybe}\n",
+			`line 2: targets[0].network: "maybe" is not true or false`},
+		{"number as text", "targets:\n  - {name: s, kind: ssh, host: h, user: u, useAgent: true, port: twenty}\n",
+			`line 2: targets[0].port: "twenty" is not a whole number`},
+		{"targets not a list", "targets:\n  name: a\n  kind: local\n",
+			`line 2: targets: must be a list (one "- item" per line, or [a, b]), not a block of keys`},
+		{"target not a block", "targets:\n  - local\n",
+			`line 2: targets[0]: must be a block of keys (name, kind, workspace, network, sandbox, readOnly, host, port, user, keyFile, useAgent, knownHosts, hostKeyPolicy, passwordFile, policy), not the value "local"`},
+		{"name is a list", "targets:\n  - name: [a, b]\n    kind: local\n    workspace: .\n",
+			"line 2: targets[0].name: must be a single value, not a list"},
+		{"key set twice", "limits:\n  idleTimeout: 5m\n  idleTimeout: 10m\n",
+			"line 3: limits.idleTimeout: set twice (first on line 2)"},
+		{"duration without unit", "limits:\n  commandTimeout: 30\n",
+			`line 2: limits.commandTimeout: "30" is not a duration like 30s, 15m or 12h`},
+		{"policy rules not a list", "policy:\n  mode: ask\n  rules: {command: git status}\n",
+			`line 3: policy.rules: must be a list (one "- item" per line, or [a, b]), not a block of keys`},
+		{"missing key file", "targets:\n  - {name: s, kind: ssh, host: h, user: u, keyFile: " + dir + "/nope}\n",
+			`targets[0].keyFile: "` + dir + `/nope" does not exist`},
+		{"key file is a directory", "targets:\n  - {name: s, kind: ssh, host: h, user: u, keyFile: " + dir + "}\n",
+			`targets[0].keyFile: "` + dir + `" is a directory, not a file`},
+		{"missing password file", "targets:\n  - {name: s, kind: ssh, host: h, user: u, passwordFile: pw}\n",
+			`targets[0].passwordFile: "` + dir + `/pw" does not exist`},
+		{"strict without known_hosts", ssh + ", hostKeyPolicy: strict, knownHosts: kh}\n",
+			`targets[0].knownHosts: "` + dir + `/kh" does not exist, and hostKeyPolicy strict trusts only the keys it lists`},
+		{"known_hosts in a missing dir", ssh + ", knownHosts: nodir/kh}\n",
+			`targets[0].knownHosts: "` + dir + `/nodir/kh" does not exist, nor does its directory, where the first host key would be pinned`},
+		{"unknown kind", "targets:\n  - {name: a, kind: docker}\n",
+			`targets[0].kind: must be local or ssh, got "docker"`},
+		{"no ssh credentials", "targets:\n  - {name: s, kind: ssh, host: h, user: u}\n",
+			"targets[0]: needs keyFile, useAgent: true or passwordFile (passwords are not written in tandem.yaml)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Parse([]byte(tc.yaml), dir, dir)
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("got  %v\nwant %s", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "config.") || strings.Contains(err.Error(), "!!") {
+				t.Errorf("the message speaks Go or YAML internals: %v", err)
+			}
+		})
+	}
+	// A missing known_hosts under accept-new is fine: the first pin creates it.
+	if _, err := config.Parse([]byte(ssh+", knownHosts: kh}\n"), dir, dir); err != nil {
+		t.Errorf("accept-new with a known_hosts still to be created: %v", err)
 	}
 }

@@ -87,3 +87,59 @@ func Alive(dataDir, id string) (bool, error) {
 	_ = os.Remove(f.Name())
 	return false, nil
 }
+
+// Describe stores info (typically JSON: the process's addresses, mode and
+// start) in this instance's lock file, mode 0600 in a 0700 directory, for
+// [Live] to read back: so that a command run later can name every live
+// tandem of the data dir, and nothing names a dead one.
+func (in *Instance) Describe(info []byte) error {
+	if in == nil || in.lock == nil {
+		return errors.New("instance: released")
+	}
+	if err := in.lock.Truncate(0); err != nil {
+		return fmt.Errorf("instance: describe: %w", err)
+	}
+	if _, err := in.lock.WriteAt(info, 0); err != nil {
+		return fmt.Errorf("instance: describe: %w", err)
+	}
+	return nil
+}
+
+// File is where Describe keeps this instance's description.
+func (in *Instance) File() string { return filepath.Join(in.dir, in.ID+".lock") }
+
+// Described is one live instance and what it said of itself.
+type Described struct {
+	ID   string
+	Info []byte // empty if it has not described itself (yet)
+	// File is where Info is kept, readable by the data dir's owner only.
+	File string
+}
+
+// Live lists the instances of dataDir whose process is alive, with what
+// each stored with Describe. Dead instances are skipped, and their lock
+// files removed on the way, as [Alive] does.
+func Live(dataDir string) ([]Described, error) {
+	entries, err := os.ReadDir(lockDir(dataDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("instance: %w", err)
+	}
+	var out []Described
+	for _, e := range entries {
+		id, ok := strings.CutSuffix(e.Name(), ".lock")
+		if !ok {
+			continue
+		}
+		alive, err := Alive(dataDir, id)
+		if err != nil || !alive {
+			continue
+		}
+		file := filepath.Join(lockDir(dataDir), e.Name())
+		info, _ := os.ReadFile(file)
+		out = append(out, Described{ID: id, Info: info, File: file})
+	}
+	return out, nil
+}

@@ -69,3 +69,41 @@ func TestAliveUntilKilled(t *testing.T) {
 		t.Error("a path in an id was accepted")
 	}
 }
+
+// TestLiveListsWhatEachSaid: Live names the live instances with what each
+// described, skips a released one, and keeps the description 0600.
+func TestLiveListsWhatEachSaid(t *testing.T) {
+	dir := t.TempDir()
+	if got, err := instance.Live(dir); err != nil || len(got) != 0 {
+		t.Fatalf("a data dir no tandem used: %v %v", got, err)
+	}
+	a, err := instance.Acquire(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Release() })
+	b, err := instance.Acquire(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Release() })
+	if err := a.Describe([]byte(`{"web":"http://127.0.0.1:7777/and a longer text first"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Describe([]byte(`{"web":"http://127.0.0.1:7777"}`)); err != nil { // shorter: no tail left over
+		t.Fatal(err)
+	}
+	if err := b.Release(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := instance.Live(dir)
+	if err != nil || len(got) != 1 || got[0].ID != a.ID || string(got[0].Info) != `{"web":"http://127.0.0.1:7777"}` {
+		t.Fatalf("Live = %+v, %v; want only %s with its description", got, err, a.ID)
+	}
+	if fi, err := os.Stat(got[0].File); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the description's file: %v %v, want mode 0600", fi.Mode(), err)
+	}
+	if err := b.Describe(nil); err == nil {
+		t.Error("a released instance described itself")
+	}
+}

@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -120,14 +122,12 @@ type HTTPOptions struct {
 // missing or refused one gets 401 with a WWW-Authenticate header naming the
 // resource metadata, and nothing runs. It also returns the metadata handler.
 func (s *Server) HTTPHandler(o HTTPOptions) (mcpHandler, metadata http.Handler) {
-	verify := func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
-		c, err := o.Verify(ctx, token)
-		if err != nil {
-			if o.OnRefused != nil {
-				o.OnRefused(r, err)
-			}
-			// The reason goes to the log and the audit; the client learns only
-			// that the token was refused.
+	// The bearer is verified once, by refuseBearer below, which answers a
+	// refused token itself (RFC 6750: error and error_description); the
+	// SDK's middleware then only carries the verified claim to the tools.
+	verify := func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		c, ok := r.Context().Value(verifiedKey{}).(*claim.Claims)
+		if !ok || c == nil {
 			return nil, auth.ErrInvalidToken
 		}
 		return &auth.TokenInfo{UserID: c.Tenant + "/" + c.Actor + "/" + c.SID, Expiration: c.Expires,
@@ -141,5 +141,74 @@ func (s *Server) HTTPHandler(o HTTPOptions) (mcpHandler, metadata http.Handler) 
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           "tandem",
 	})
-	return mw(s.inflight.wrap(h)), meta
+	return o.refuseBearer(mw(s.inflight.wrap(h))), meta
+}
+
+// verifiedKey is where refuseBearer leaves a verified claim on a request.
+type verifiedKey struct{}
+
+// refuseBearer verifies the request's bearer token before anything else
+// reads the request. A refused token is answered 401 with RFC 6750's
+// error="invalid_token" and an error_description that says why (expired,
+// revoked, for another audience, from an unknown issuer), so a client or
+// its user can act on it without reading tandem's log. The description is
+// built from the refusal's stable reason, never from the token's own
+// words. A request with no bearer at all goes on to the SDK's middleware,
+// which answers it 401 with the resource metadata and no error code, as
+// RFC 6750 asks for a request that carried no credentials.
+func (o HTTPOptions) refuseBearer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		kind, token, found := strings.Cut(r.Header.Get("Authorization"), " ")
+		token = strings.TrimSpace(token)
+		if !found || !strings.EqualFold(kind, "bearer") || token == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		c, err := o.Verify(r.Context(), token)
+		if err != nil {
+			if o.OnRefused != nil {
+				o.OnRefused(r, err)
+			}
+			desc := refusalDescription(err)
+			params := []string{`error="invalid_token"`, `error_description="` + desc + `"`}
+			if o.MetadataURL != "" {
+				params = append([]string{fmt.Sprintf("resource_metadata=%q", o.MetadataURL)}, params...)
+			}
+			w.Header().Set("WWW-Authenticate", "Bearer "+strings.Join(params, ", "))
+			http.Error(w, "invalid_token: "+desc, http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), verifiedKey{}, c)))
+	})
+}
+
+// refusalDescription says in one line, fit for a quoted header value, why
+// a token was refused and what to do about it.
+func refusalDescription(err error) string {
+	var ce *claim.Error
+	if !errors.As(err, &ce) {
+		return "the token was refused"
+	}
+	switch ce.Reason {
+	case "expired":
+		return "the token expired; mint a new one (tandem token issue) and give it to the client"
+	case "not_yet_valid":
+		return "the token is not valid yet; check the clocks of the issuer and this server"
+	case "revoked":
+		return "the token was revoked"
+	case "audience":
+		return "the token was minted for another audience than this server (auth.audience)"
+	case "unknown_issuer":
+		return "the token's issuer is not one this server accepts (auth.issuers)"
+	case "signature", "algorithm":
+		return "the token's signature does not verify with the issuer's keys"
+	case "ttl_too_long":
+		return "the token lives longer than this server's auth.maxTTL allows"
+	case "unknown_tenant":
+		return "the token's tenant or workspace is not configured on this server"
+	case "jwks_unavailable":
+		return "the issuer's keys could not be fetched; try again shortly"
+	default:
+		return "the token is malformed or lacks a required claim"
+	}
 }

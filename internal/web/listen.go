@@ -17,7 +17,7 @@ const DefaultAddr = "127.0.0.1:0"
 // ErrNotLoopback is returned by [Listen] for a host that is reachable from
 // other machines when [ListenOptions.AllowRemote] is not set. Monitoring URLs
 // grant a shell to whoever holds them, so exposing them is an explicit choice.
-var ErrNotLoopback = errors.New("host is not a loopback address; monitoring URLs would be reachable from the network (allow remote access explicitly to do this)")
+var ErrNotLoopback = errors.New("host is not a loopback address; monitoring URLs would be reachable from the network")
 
 // ListenOptions configures [Listen]. A nil *ListenOptions means all defaults.
 type ListenOptions struct {
