@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -78,8 +81,9 @@ func TestAttach(t *testing.T) {
 		t.Error("--observe typed into the session")
 	}
 
-	// Attach and type: the agent's next call sees the human's command.
-	att := startAttach(t, url)
+	// Attach and type, with the operator token of the data dir whose
+	// dashboard serves the URL: the agent's next call sees the human's command.
+	att := startAttach(t, "--data-dir", srv.dataDir, url)
 	att.waitScreenText(t, "seen-by-observer") // the scrollback
 	if _, err := io.WriteString(att.in, "echo from-attach\r"); err != nil {
 		t.Fatal(err)
@@ -111,4 +115,137 @@ func TestAttach(t *testing.T) {
 	id := str(rows[0].(map[string]any)["id"])
 	byID := startAttach(t, "--observe", "--data-dir", srv.dataDir, id)
 	byID.waitScreenText(t, "from-attach")
+}
+
+// tmuxPane is a detached tmux session of its own: a server on a private
+// socket, no config, one pane running a command.
+type tmuxPane struct{ sock string }
+
+func startTmux(t *testing.T, argv ...string) tmuxPane {
+	t.Helper()
+	p := tmuxPane{filepath.Join(t.TempDir(), "tmux.sock")}
+	if out, err := p.run(append([]string{"new-session", "-d", "-x", "120", "-y", "40", "--"}, argv...)...); err != nil {
+		t.Fatalf("tmux new-session: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _, _ = p.run("kill-server") })
+	return p
+}
+
+func (p tmuxPane) run(args ...string) (string, error) {
+	out, err := exec.Command("tmux", append([]string{"-S", p.sock, "-f", "/dev/null"}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// screen is what the pane shows, with its scrollback.
+func (p tmuxPane) screen() string {
+	out, _ := p.run("capture-pane", "-p", "-J", "-S", "-200")
+	return out
+}
+
+// waitScreen waits until the pane shows text.
+func (p tmuxPane) waitScreen(t *testing.T, text string) {
+	t.Helper()
+	if !waitFor(15*time.Second, func() bool { return strings.Contains(p.screen(), text) }) {
+		t.Fatalf("the tmux pane never showed %q; it shows:\n%s", text, p.screen())
+	}
+}
+
+// TestAttachUnderTmux: the agent prints terminal queries (DSR, DA, DA2,
+// XTVERSION, a colour query, DECRQM, DECRQSS) to an operator attached from
+// tmux, which answers every one of them it sees. None reaches tmux, so no
+// answer reaches the shell: a read of the session's terminal right after
+// them gets nothing, no human command is recorded, and the next call runs.
+// The operator's own keys still go through.
+func TestAttachUnderTmux(t *testing.T) {
+	srv := startServer(t, serverOpts{})
+	tok := str(mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": "tm"}))["sessionToken"])
+	s := sess{srv, "tm", tok}
+	url := str(mustOK(t, srv.call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": "tm", "sessionToken": tok}))["monitoringUrl"])
+
+	pane := startTmux(t, binary, "attach", "--data-dir", srv.dataDir, url)
+	pane.waitScreen(t, "attached; Ctrl-] detaches")
+	pane.waitScreen(t, "@") // the prompt
+
+	// The shell's own read of its terminal: what arrives within 2 s of the
+	// queries. Without the filters, tmux's answers arrive here at once.
+	r := result(t, s.exec(t, `printf '\033[6n\033[c\033[>c\033[>q\033]11;?\a\033[?2004$p\033P$qm\033\\'; `+
+		`IFS= read -rs -t 2 -d '' got; printf 'answers:[%q]\n' "$got"`))
+	if out := str(r["stdout"]); !strings.Contains(out, "answers:['']") {
+		t.Fatalf("the shell's terminal got answers: %q", out)
+	}
+	pane.waitScreen(t, "answers:")
+	// Nothing was typed: no human command, and the session runs the next call.
+	if r := result(t, s.exec(t, "echo still-usable")); r["stdout"] != "still-usable\n" {
+		t.Fatalf("after the queries: %v", r)
+	}
+
+	// The operator types in the tmux pane: that is the human's command.
+	if out, err := pane.run("send-keys", "-l", "echo typed-in-tmux\r"); err != nil {
+		t.Fatalf("send-keys: %v %s", err, out)
+	}
+	pane.waitScreen(t, "typed-in-tmux\n")
+	var gate map[string]any
+	if !waitFor(15*time.Second, func() bool {
+		gate = s.exec(t, "true")
+		return gate["error"] != "session_busy"
+	}) {
+		t.Fatal("the session stayed busy after the human's command")
+	}
+	g := wantError(t, gate, "user_activity_detected")
+	cmds, _ := g["userCommands"].([]any)
+	if len(cmds) != 1 || str(cmds[0].(map[string]any)["command"]) != "echo typed-in-tmux" {
+		t.Fatalf("userCommands: %v", g["userCommands"])
+	}
+}
+
+// TestAttachWithoutToken: attach with no operator token at hand (another
+// data dir) only watches: it says so, and what is typed goes nowhere.
+func TestAttachWithoutToken(t *testing.T) {
+	srv := startServer(t, serverOpts{})
+	tok := str(mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": "nt"}))["sessionToken"])
+	s := sess{srv, "nt", tok}
+	url := str(mustOK(t, srv.call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": "nt", "sessionToken": tok}))["monitoringUrl"])
+
+	att := startAttach(t, "--data-dir", t.TempDir(), url)
+	att.waitScreenText(t, "watching only")
+	if _, err := io.WriteString(att.in, "echo typed-without-token\r"); err != nil {
+		t.Fatal(err)
+	}
+	if r := result(t, s.exec(t, "echo agent-ran")); r["stdout"] != "agent-ran\n" {
+		t.Fatalf("the agent's call beside a watching attach: %v", r)
+	}
+	att.waitScreenText(t, "agent-ran")
+	if strings.Contains(att.screen(), "typed-without-token") {
+		t.Error("attach without the operator token typed into the session")
+	}
+}
+
+// TestAttachTokenStaysHome: attach presents the operator token only to the
+// dashboard its data dir noted. A URL that points anywhere else (a program
+// in a session listening on loopback, handing out a look-alike link) gets
+// no token.
+func TestAttachTokenStaysHome(t *testing.T) {
+	srv := startServer(t, serverOpts{})
+	got := make(chan http.Header, 1)
+	rogue := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case got <- r.Header.Clone():
+		default:
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(rogue.Close)
+
+	att := startAttach(t, "--data-dir", srv.dataDir, rogue.URL+"/s/k-looks-like-a-session")
+	if err := att.cmd.Wait(); err == nil {
+		t.Errorf("attach to a URL with no session behind it succeeded:\n%s", att.screen())
+	}
+	select {
+	case h := <-got:
+		if a := h.Get("Authorization"); a != "" {
+			t.Fatalf("attach sent %q to a listener that is not its dashboard", a)
+		}
+	default:
+		t.Fatalf("attach never reached the listener:\n%s", att.screen())
+	}
 }
