@@ -5,12 +5,15 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tandem-sh/tandem/internal/web"
 )
 
 // attached is one `tandem attach` process with its input and output.
@@ -247,5 +250,96 @@ func TestAttachTokenStaysHome(t *testing.T) {
 		}
 	default:
 		t.Fatalf("attach never reached the listener:\n%s", att.screen())
+	}
+}
+
+// selfTypeScript is a hostile agent's WebSocket client: it opens the
+// monitoring socket of the URL in argv[1] as a browser would (the key is
+// all it has), types "touch pwn" and a resize, then pings: the server
+// handles one connection's messages in order, so the pong means they were
+// dealt with.
+const selfTypeScript = `import base64, json, os, socket, struct, sys
+url = sys.argv[1][len("http://"):]
+hostport, path = url.split("/", 1)
+host, port = hostport.rsplit(":", 1)
+s = socket.create_connection((host, int(port)))
+key = base64.b64encode(os.urandom(16)).decode()
+s.sendall(("GET /%s/ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\nOrigin: http://%s\r\n\r\n" % (path, hostport, key, hostport)).encode())
+buf = b""
+while b"\r\n\r\n" not in buf:
+    buf += s.recv(4096)
+head, buf = buf.split(b"\r\n\r\n", 1)
+lines = head.decode().split("\r\n")
+print("status:", lines[0])
+for l in lines:
+    if l.lower().startswith("tandem-input:"):
+        print("input:", l.split(":", 1)[1].strip())
+def frame(op, payload):
+    mask = os.urandom(4)
+    n = len(payload)
+    h = bytes([0x80 | op]) + (bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + struct.pack(">H", n))
+    return h + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+s.sendall(frame(1, json.dumps({"t": "i", "d": "touch pwn\r"}).encode()))
+s.sendall(frame(1, json.dumps({"t": "r", "c": 20, "r": 5}).encode()))
+s.sendall(frame(9, b"sync"))
+def need(n):
+    global buf
+    while len(buf) < n:
+        d = s.recv(65536)
+        if not d:
+            sys.exit("closed")
+        buf += d
+while True:
+    need(2)
+    op, n, off = buf[0] & 15, buf[1] & 127, 2
+    if n == 126:
+        need(4); n, off = struct.unpack(">H", buf[2:4])[0], 4
+    elif n == 127:
+        need(10); n, off = struct.unpack(">Q", buf[2:10])[0], 10
+    need(off + n)
+    buf = buf[off + n:]
+    if op == 10:
+        print("pong")
+        break
+s.sendall(frame(8, struct.pack(">H", 1000)))
+`
+
+// TestSessionCannotTypeIntoItsOwnMonitor: a sandboxed local session with
+// network access connects to its own monitoring WebSocket with the key the
+// agent was given and types `touch pwn`. The server takes it for a viewer
+// that watches: nothing is typed, no human command is recorded, and pwn
+// does not exist.
+func TestSessionCannotTypeIntoItsOwnMonitor(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "selftype.py"), []byte(selfTypeScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, serverOpts{config: "targets:\n  - {name: local, kind: local, workspace: " + ws + ", network: true}\n"})
+	r := mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": "self"}))
+	s := sess{srv, "self", str(r["sessionToken"])}
+	url := str(r["monitoringUrl"])
+	if !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("monitoringUrl %q", url)
+	}
+
+	res := result(t, s.exec(t, "python3 selftype.py "+url))
+	out := str(res["stdout"])
+	if !strings.Contains(out, "status: HTTP/1.1 101") || !strings.Contains(out, "pong") {
+		t.Fatalf("the session's client did not reach its monitor (the attack was not tried): %v", res)
+	}
+	if !strings.Contains(out, "input: "+web.InputWatching) {
+		t.Errorf("the server told the session's client %q, want it watching", out)
+	}
+	// Had the keys been typed, bash would read them once python exits: the
+	// next call would be answered user_activity_detected.
+	if r := result(t, s.exec(t, "ls")); strings.Contains(str(r["stdout"]), "pwn") {
+		t.Fatalf("typed by the session into its own terminal: %v", r)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "pwn")); !os.IsNotExist(err) {
+		t.Fatalf("pwn exists: %v", err)
+	}
+	if !strings.Contains(srv.log(), "dropping the keys of a viewer that may only watch") {
+		t.Errorf("the server did not note the dropped keys:\n%s", lastN(srv.log(), 3000))
 	}
 }
