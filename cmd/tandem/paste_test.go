@@ -220,7 +220,7 @@ func TestPasteReachesTheAgent(t *testing.T) {
 					var a map[string]any
 					_ = json.Unmarshal(r.Args, &a)
 					if r.Event == "human_command" && r.SessionName == "paste" && a["source"] == "human" &&
-						strings.HasPrefix(str(a["viewer"]), "browser 127.0.0.1:") && a["commandId"] != nil {
+						strings.HasPrefix(str(a["viewer"]), "operator 127.0.0.1:") && a["commandId"] != nil {
 						n++
 					}
 				}
