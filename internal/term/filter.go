@@ -32,7 +32,7 @@ const (
 	sqEsc             // after ESC, collecting intermediates
 	sqCSI             // after CSI, collecting parameters and intermediates
 	sqOSC             // in an OSC string
-	sqStr             // in a DCS, SOS, PM or APC string
+	sqStr             // in a DCS, SOS, PM or APC string (or screen's ESC k)
 	sqStrEsc          // ESC inside an OSC or DCS/SOS/PM/APC string: ST, or an abort
 )
 
@@ -45,8 +45,9 @@ const (
 // reporting) and OSC 8 hyperlinks.
 //
 // Removed: every DCS, SOS, PM and APC string (DECRQSS, XTGETTCAP, sixel,
-// tmux passthrough, kitty graphics); every OSC but 8 (titles 0-2, 4-19
-// and 104-119 colours and their queries, 7, 9, 52 clipboard, 777, 1337);
+// tmux passthrough, kitty graphics) and screen's window-name string (ESC k
+// … ST); every OSC but 8 (titles 0-2, 4-19 and 104-119 colours and their
+// queries, 7, 9, 52 clipboard, 777, 1337);
 // CSI queries and reports (DSR n, DA c, DECRQM $p, XTVERSION >q,
 // DECREQTPARM x, DECRQCRA *y, XTWINOPS t, media copy i); every CSI with a
 // '<', '=' or '>' prefix (xterm and kitty settings and queries); CSI ? with
@@ -67,6 +68,7 @@ type OutputFilter struct {
 
 // Write filters p and appends what the terminal may see to dst.
 func (f *OutputFilter) Write(dst, p []byte) []byte {
+	f.p.titles = true
 	for _, b := range p {
 		dst = f.p.feed(b, dst, f)
 	}
@@ -76,11 +78,14 @@ func (f *OutputFilter) Write(dst, p []byte) []byte {
 // seqParser splits a byte stream into UTF-8 characters, C0 and C1
 // controls and sequences, for one of the filters.
 type seqParser struct {
-	st    seqState
-	inter bool    // sqEsc: intermediates seen
-	utf   [4]byte // an unfinished UTF-8 character
-	nutf  int
-	need  int // continuation bytes the character still needs
+	// titles makes ESC k start a string, as screen and tmux read it (the
+	// window name, up to ST); elsewhere ESC k is Alt-k.
+	titles bool
+	st     seqState
+	inter  bool    // sqEsc: intermediates seen
+	utf    [4]byte // an unfinished UTF-8 character
+	nutf   int
+	need   int // continuation bytes the character still needs
 }
 
 // sink is the filter a seqParser reports to.
@@ -228,9 +233,13 @@ func (p *seqParser) ascii(b byte, dst []byte, s sink) []byte {
 		case b < 0x30: // intermediate
 			p.inter = true
 			return s.add(dst, b)
-		case !p.inter && (b == '[' || b == ']' || b == 'P' || b == 'X' || b == '^' || b == '_'):
-			p.st = map[byte]seqState{'[': sqCSI, ']': sqOSC}[b]
-			if p.st == sqGround {
+		case !p.inter && (b == '[' || b == ']' || b == 'P' || b == 'X' || b == '^' || b == '_' || b == 'k' && p.titles):
+			switch b {
+			case '[':
+				p.st = sqCSI
+			case ']':
+				p.st = sqOSC
+			default:
 				p.st = sqStr
 			}
 			return s.start(dst, p.st, []byte{esc, b})

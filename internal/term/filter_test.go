@@ -39,6 +39,7 @@ var outputCases = []struct {
 	{"DCS queries", "a\x1bP$qm\x1b\\b\x1bP+q544e\x1b\\", "ab"},
 	{"tmux passthrough", "a\x1bPtmux;\x1b\x1b]52;c;eA==\a\x1b\\b", "ab"},
 	{"sixel, APC, PM, SOS", "a\x1bPq#0;2;0;0;0~-\x1b\\b\x1b_Gf=100;AAAA\x1b\\c\x1b^pm\x1b\\d\x1bXsos\x1b\\", "abcd"},
+	{"screen and tmux window name", "a\x1bkpwned\x1b\\b", "ab"},
 	{"DECID and 8-bit switch", "a\x1bZb\x1b G\x1b F\x1b%@", "ab"},
 	{"8-bit C1 controls", "a\x9b6nb\x9d0;t\x07c\x90$qm\x9cd\x9a\x85", "abcd"},
 	{"UTF-8 encoded C1 controls", "a\xc2\x9b6nb\xc2\x9d52;c;eA==\xc2\x9cc\xc2\x90q\xc2\x9cd", "abcd"},
@@ -79,7 +80,7 @@ var inputCases = []struct {
 }{
 	{"typing", "ls -la\r", "ls -la\r"},
 	{"arrows, home, end, function keys", "\x1b[A\x1b[B\x1b[C\x1b[D\x1b[H\x1b[F\x1bOP\x1b[15~\x1b[1;5C\x1b[Z", "\x1b[A\x1b[B\x1b[C\x1b[D\x1b[H\x1b[F\x1bOP\x1b[15~\x1b[1;5C\x1b[Z"},
-	{"Alt keys, Ctrl keys", "\x1bb\x1bf\x03\x04\x1b.", "\x1bb\x1bf\x03\x04\x1b."},
+	{"Alt keys, Ctrl keys", "\x1bb\x1bf\x03\x04\x1b.\x1bk", "\x1bb\x1bf\x03\x04\x1b.\x1bk"},
 	{"bracketed paste", "\x1b[200~echo hi\x1b[201~", "\x1b[200~echo hi\x1b[201~"},
 	{"mouse reports", "\x1b[<0;10;5M\x1b[<0;10;5m\x1b[M #!", "\x1b[<0;10;5M\x1b[<0;10;5m\x1b[M #!"},
 	{"kitty key", "\x1b[97;5u", "\x1b[97;5u"},
@@ -151,7 +152,7 @@ func TestAnswerFilterFlush(t *testing.T) {
 // forbidden matches what must never leave the OutputFilter: the start of
 // a string other than an OSC 8 hyperlink, DECID, a private CSI prefix, a
 // query or report, and C1 controls in UTF-8.
-var forbidden = regexp.MustCompile(`\x1b[PX^_Z%]|\x1b\](?:[^8]|8[^;])|\x1b\[[<=>]|\x1b\[[0-9;]*[nctxi]|\x1b\[\?[0-9;]*(?:\$p|[nuSm])|\x1b \S|\xc2[\x80-\x9f]`)
+var forbidden = regexp.MustCompile(`\x1b[PX^_Zk%]|\x1b\](?:[^8]|8[^;])|\x1b\[[<=>]|\x1b\[[0-9;]*[nctxi]|\x1b\[\?[0-9;]*(?:\$p|[nuSm])|\x1b \S|\xc2[\x80-\x9f]`)
 
 // fuzzSeqs are sequences the fuzz target mixes into text: what each
 // filter keeps (true) or removes.
