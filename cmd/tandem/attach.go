@@ -42,8 +42,10 @@ func attachCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Short: "Join a live session from this terminal, as the browser page does",
 		Long: "Join a live session from a real terminal: its screen here, your keys there (raw mode, Ctrl-C " +
 			"included), resized with this window. Ctrl-] detaches. What you type counts as the human's, so the " +
-			"agent's next call is told. Give the session's monitoring URL, or, as the operator, its session id " +
-			"(from the dashboard), which this data dir's operator token opens. --observe watches without typing.",
+			"agent's next call is told. Your keys count only with the operator token, which attach reads from the data " +
+			"dir (or --token-file) and presents only to the dashboard that data dir noted (or --web); without it attach " +
+			"watches. Give the session's monitoring URL, or, as the operator, its session id (from the dashboard). " +
+			"--observe watches without typing.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
