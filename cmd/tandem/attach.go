@@ -132,7 +132,7 @@ func attach(ctx context.Context, f attachFlags, target string, stdin io.Reader, 
 	if !f.observe {
 		go func() {
 			defer cancel() // end of input, or Ctrl-]: detach
-			relayKeys(ctx, stdin, raw, func(keys []byte) error {
+			relayKeys(ctx, stdin, raw, answerPause, func(keys []byte) error {
 				return send(map[string]any{"t": "i", "d": string(keys)})
 			})
 		}()
@@ -175,8 +175,9 @@ const answerPause = 50 * time.Millisecond
 
 // relayKeys reads the terminal's input and sends the human's keys, until
 // the input ends, Ctrl-] (in a raw terminal) or ctx. A terminal's answers
-// to queries (tterm.AnswerFilter) are not keys: they are dropped.
-func relayKeys(ctx context.Context, stdin io.Reader, raw bool, send func([]byte) error) {
+// to queries (tterm.AnswerFilter) are not keys: they are dropped. A
+// sequence still open after pause without input is keys.
+func relayKeys(ctx context.Context, stdin io.Reader, raw bool, pause time.Duration, send func([]byte) error) {
 	chunks := make(chan []byte)
 	go func() {
 		defer close(chunks)
@@ -196,14 +197,14 @@ func relayKeys(ctx context.Context, stdin io.Reader, raw bool, send func([]byte)
 		}
 	}()
 	var answers tterm.AnswerFilter
-	var pause <-chan time.Time
+	var paused <-chan time.Time
 	emit := func(keys []byte) bool { return len(keys) == 0 || send(keys) == nil }
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-pause:
-			pause = nil
+		case <-paused:
+			paused = nil
 			if !emit(answers.Flush(nil)) {
 				return
 			}
@@ -219,9 +220,9 @@ func relayKeys(ctx context.Context, stdin io.Reader, raw bool, send func([]byte)
 			if !emit(answers.Write(nil, chunk)) {
 				return
 			}
-			pause = nil
+			paused = nil
 			if answers.Pending() {
-				pause = time.After(answerPause)
+				paused = time.After(pause)
 			}
 		}
 	}

@@ -343,3 +343,60 @@ func TestSessionCannotTypeIntoItsOwnMonitor(t *testing.T) {
 		t.Errorf("the server did not note the dropped keys:\n%s", lastN(srv.log(), 3000))
 	}
 }
+
+// TestRelayKeys: attach's input pump sends keys and drops a terminal's
+// answers, however they are split across reads; a sequence left open when
+// input pauses (Esc, Alt-[) is keys; Ctrl-] detaches.
+func TestRelayKeys(t *testing.T) {
+	cases := []struct {
+		name   string
+		writes []string // each one read of the terminal
+		want   string   // everything sent, in order
+		pause  time.Duration
+	}{
+		{"typing and arrows", []string{"ls\r", "\x1b[A\x1bOB"}, "ls\r\x1b[A\x1bOB", answerPause},
+		{"answers dropped", []string{"a\x1b[24;80R\x1b[?62;22c", "\x1bP>|tmux 3.3a\x1b\\b"}, "ab", answerPause},
+		// The pause is long here so that a slow machine does not end it
+		// between the two reads.
+		{"an answer split across reads", []string{"a\x1b[24;", "80Rb"}, "ab", time.Minute},
+		{"Esc alone, then a key", []string{"\x1b", "x"}, "\x1bx", answerPause},
+		{"Alt-[ alone", []string{"\x1b["}, "\x1b[", answerPause},
+		{"Ctrl-] detaches", []string{"q\x1dnot sent"}, "q", answerPause},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, w := io.Pipe()
+			t.Cleanup(func() { _ = w.Close() })
+			sent := make(chan string, 100)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				relayKeys(t.Context(), r, true, c.pause, func(k []byte) error { sent <- string(k); return nil })
+			}()
+			var got strings.Builder
+			for _, s := range c.writes {
+				if _, err := io.WriteString(w, s); err != nil && !strings.Contains(c.name, "detaches") {
+					t.Fatal(err)
+				}
+			}
+			for got.Len() < len(c.want) {
+				select {
+				case k := <-sent:
+					got.WriteString(k)
+				case <-time.After(10 * time.Second):
+					t.Fatalf("sent %q, waiting for %q", got.String(), c.want)
+				}
+			}
+			if got.String() != c.want {
+				t.Fatalf("sent %q, want %q", got.String(), c.want)
+			}
+			if strings.Contains(c.name, "detaches") {
+				select {
+				case <-done:
+				case <-time.After(10 * time.Second):
+					t.Fatal("Ctrl-] did not detach")
+				}
+			}
+		})
+	}
+}
