@@ -91,7 +91,7 @@ func attach(ctx context.Context, f attachFlags, target string, stdin io.Reader, 
 	conn.SetReadLimit(1 << 20)
 	if !f.observe && resp.Header.Get(web.InputHeader) != web.InputTyping {
 		// The server drops a key-only viewer's keys; say so, and send none.
-		fmt.Fprint(stderr, "tandem: watching only: keys need the operator (this data dir's token, for a URL of the dashboard it noted), or a typing link the operator gave you\r\n")
+		fmt.Fprint(stderr, "tandem: watching only: typing needs the operator token (--data-dir's, for a URL of the dashboard it noted, or --token-file with --web)\r\n")
 		f.observe = true
 	}
 
