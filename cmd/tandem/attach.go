@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,10 +14,14 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/coder/websocket"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	tterm "github.com/tandem-sh/tandem/internal/term"
+	"github.com/tandem-sh/tandem/internal/web"
 )
 
 // detachKey ends `tandem attach` in a raw terminal, where Ctrl-C goes to
@@ -37,8 +42,10 @@ func attachCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Short: "Join a live session from this terminal, as the browser page does",
 		Long: "Join a live session from a real terminal: its screen here, your keys there (raw mode, Ctrl-C " +
 			"included), resized with this window. Ctrl-] detaches. What you type counts as the human's, so the " +
-			"agent's next call is told. Give the session's monitoring URL, or, as the operator, its session id " +
-			"(from the dashboard), which this data dir's operator token opens. --observe watches without typing.",
+			"agent's next call is told. Your keys count only with the operator token, which attach reads from the data " +
+			"dir (or --token-file) and presents only to the dashboard that data dir noted (or --web); without it attach " +
+			"watches. Give the session's monitoring URL, or, as the operator, its session id (from the dashboard). " +
+			"--observe watches without typing.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -69,7 +76,11 @@ func attach(ctx context.Context, f attachFlags, target string, stdin io.Reader, 
 	ws := *u
 	ws.Scheme = map[string]string{"http": "ws", "https": "wss"}[u.Scheme]
 	ws.Path = strings.TrimSuffix(u.Path, "/") + "/ws"
-	conn, resp, err := websocket.Dial(ctx, ws.String(), &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {origin}, "User-Agent": {"tandem-attach"}}})
+	hdr := http.Header{"Origin": {origin}, "User-Agent": {"tandem-attach"}}
+	if tok := attachToken(f, origin); tok != "" {
+		hdr.Set("Authorization", "Bearer "+tok)
+	}
+	conn, resp, err := websocket.Dial(ctx, ws.String(), &websocket.DialOptions{HTTPHeader: hdr})
 	if err != nil {
 		if resp != nil && resp.StatusCode == http.StatusNotFound {
 			return errors.New("no live session behind that URL: it ended, or the link is wrong")
@@ -78,6 +89,11 @@ func attach(ctx context.Context, f attachFlags, target string, stdin io.Reader, 
 	}
 	defer conn.CloseNow()
 	conn.SetReadLimit(1 << 20)
+	if !f.observe && resp.Header.Get(web.InputHeader) != web.InputTyping {
+		// The server drops a key-only viewer's keys; say so, and send none.
+		fmt.Fprint(stderr, "tandem: watching only: typing needs the operator token (--data-dir's, for a URL of the dashboard it noted, or --token-file with --web)\r\n")
+		f.observe = true
+	}
 
 	in, isFile := stdin.(*os.File)
 	out, _ := stdout.(*os.File)
@@ -116,27 +132,16 @@ func attach(ctx context.Context, f attachFlags, target string, stdin io.Reader, 
 	if !f.observe {
 		go func() {
 			defer cancel() // end of input, or Ctrl-]: detach
-			buf := make([]byte, 4096)
-			for {
-				n, err := stdin.Read(buf)
-				if n > 0 {
-					chunk := buf[:n]
-					if i := strings.IndexByte(string(chunk), detachKey); raw && i >= 0 {
-						if i > 0 {
-							_ = send(map[string]any{"t": "i", "d": string(chunk[:i])})
-						}
-						return
-					}
-					if send(map[string]any{"t": "i", "d": string(chunk)}) != nil {
-						return
-					}
-				}
-				if err != nil {
-					return
-				}
-			}
+			relayKeys(ctx, stdin, raw, answerPause, func(keys []byte) error {
+				return send(map[string]any{"t": "i", "d": string(keys)})
+			})
 		}()
 	}
+	// What acts on the terminal rather than draws on it never reaches it:
+	// a query in the session's output would have it answer, and the answer
+	// arrive here as if typed.
+	var screen tterm.OutputFilter
+	var shown []byte
 	for {
 		typ, data, err := conn.Read(ctx)
 		if err != nil {
@@ -154,11 +159,106 @@ func attach(ctx context.Context, f attachFlags, target string, stdin io.Reader, 
 			return fmt.Errorf("attach: %w", err)
 		}
 		if typ == websocket.MessageBinary {
-			if _, err := stdout.Write(data); err != nil {
-				return err
+			if shown = screen.Write(shown[:0], data); len(shown) > 0 {
+				if _, err := stdout.Write(shown); err != nil {
+					return err
+				}
 			}
 		}
 	}
+}
+
+// answerPause is how long a sequence may stay unfinished in the
+// terminal's input before it counts as keys: a terminal writes each answer
+// at once, a human pressing Esc or Alt-[ then pauses.
+const answerPause = 50 * time.Millisecond
+
+// relayKeys reads the terminal's input and sends the human's keys, until
+// the input ends, Ctrl-] (in a raw terminal) or ctx. A terminal's answers
+// to queries (tterm.AnswerFilter) are not keys: they are dropped. A
+// sequence still open after pause without input is keys.
+func relayKeys(ctx context.Context, stdin io.Reader, raw bool, pause time.Duration, send func([]byte) error) {
+	chunks := make(chan []byte)
+	go func() {
+		defer close(chunks)
+		for {
+			buf := make([]byte, 4096)
+			n, err := stdin.Read(buf)
+			if n > 0 {
+				select {
+				case chunks <- buf[:n]:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var answers tterm.AnswerFilter
+	var paused <-chan time.Time
+	emit := func(keys []byte) bool { return len(keys) == 0 || send(keys) == nil }
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-paused:
+			paused = nil
+			if !emit(answers.Flush(nil)) {
+				return
+			}
+		case chunk, ok := <-chunks:
+			if !ok {
+				emit(answers.Flush(nil))
+				return
+			}
+			if i := bytes.IndexByte(chunk, detachKey); raw && i >= 0 {
+				emit(answers.Flush(answers.Write(nil, chunk[:i])))
+				return
+			}
+			if !emit(answers.Write(nil, chunk)) {
+				return
+			}
+			paused = nil
+			if answers.Pending() {
+				paused = time.After(pause)
+			}
+		}
+	}
+}
+
+// attachToken is the operator token attach presents with its WebSocket,
+// so that its keys count: the --token-file's, or the data dir's if it has
+// one (never made here). It goes only to the dashboard the data dir noted
+// (or --web names), never to whatever listens at a URL someone handed
+// over: a program in a session could listen on loopback too.
+func attachToken(f attachFlags, origin string) string {
+	dir := f.dataDir
+	if dir == "" {
+		home, _ := os.UserHomeDir()
+		dir = defaultDataDir(home)
+	}
+	base := webBase(f.web)
+	if f.web == "" {
+		b, err := os.ReadFile(filepath.Join(dir, dashboardURLFile))
+		if err != nil {
+			return ""
+		}
+		base = strings.TrimSpace(string(b))
+	}
+	if b, err := url.Parse(base); err != nil || !strings.EqualFold(b.Scheme+"://"+b.Host, origin) {
+		return ""
+	}
+	if f.tokenFile != "" {
+		tok, _ := sharedOperatorToken(f.tokenFile)
+		return tok
+	}
+	b, err := os.ReadFile(filepath.Join(dir, dashboardTokenFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // watchURL asks this data dir's tandem, as its operator, for the

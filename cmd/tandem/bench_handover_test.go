@@ -25,7 +25,8 @@ import (
 // Run with -benchtime 1x: each iteration takes a few runs of both.
 func BenchmarkHandover(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		ts := startTSClient(b, "serve", "--workspace", b.TempDir(), "--data-dir", b.TempDir(), "--web", "127.0.0.1:0", "--log-level", "warn")
+		dataDir := b.TempDir()
+		ts := startTSClient(b, "serve", "--workspace", b.TempDir(), "--data-dir", dataDir, "--web", "127.0.0.1:0", "--log-level", "warn")
 		var paste latencies
 		largest := 0
 		for run := range 5 {
@@ -36,7 +37,7 @@ func BenchmarkHandover(b *testing.B) {
 				return ts.mustDo(b, map[string]any{"op": "call", "tool": tool, "args": args}).Reply
 			}
 			url := str(call("ssh_get_monitoring_url", map[string]any{})["monitoringUrl"])
-			v := openViewer(b, url)
+			v := openViewer(b, url, dataDirToken(b, dataDir))
 			const n = 2000
 			var text strings.Builder
 			for l := range n {

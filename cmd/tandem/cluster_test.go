@@ -150,7 +150,7 @@ limits: {inlineOutputBytes: 4096}
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "dev") {
 		t.Fatalf("monitoring page through B: %s %.300s", resp.Status, page)
 	}
-	typeOverWebSocket(t, throughB, "echo typed-via-b\r", "\rtyped-via-b\r\n")
+	typeOverWebSocket(t, throughB, opToken, "echo typed-via-b\r", "\rtyped-via-b\r\n")
 	if !waitFor(10*time.Second, func() bool {
 		return viaB.Call(t, "ssh_exec", sess(map[string]any{"command": "true"}))["error"] == "user_activity_detected"
 	}) {

@@ -4,24 +4,54 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
 
 	"github.com/tandem-sh/tandem/internal/store/sqlite"
+	"github.com/tandem-sh/tandem/internal/web"
 )
 
-// typeOverWebSocket types as a browser would, over the terminal's socket,
-// and stays until the terminal shows want, as a person watching would.
-func typeOverWebSocket(t *testing.T, monitorURL, keys, want string) {
+// dataDirToken reads the operator token a tandem keeps in its data dir:
+// with it a test types into sessions as the operator does.
+func dataDirToken(t testing.TB, dataDir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dataDir, dashboardTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// operatorHeader is what a browser signed in as the operator sends with the
+// terminal's WebSocket: its own Origin and the operator's cookie.
+func operatorHeader(monitorURL, token string) http.Header {
+	return http.Header{"Origin": {strings.SplitN(monitorURL, "/s/", 2)[0]}, "Cookie": {"tandem_operator=" + token}}
+}
+
+// signIn signs the browser in as the operator of the tandem that serves
+// monitorURL, with its dashboard link, as a human does once.
+func signIn(t testing.TB, ctx context.Context, monitorURL, token string) {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.Navigate(web.DashboardURL(strings.SplitN(monitorURL, "/s/", 2)[0], token))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// typeOverWebSocket types as the operator's browser would, over the
+// terminal's socket, and stays until the terminal shows want, as a person
+// watching would.
+func typeOverWebSocket(t *testing.T, monitorURL, token, keys, want string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ws := "ws" + strings.TrimPrefix(monitorURL, "http") + "/ws"
-	c, _, err := websocket.Dial(ctx, ws, &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {strings.SplitN(monitorURL, "/s/", 2)[0]}}})
+	c, _, err := websocket.Dial(ctx, ws, &websocket.DialOptions{HTTPHeader: operatorHeader(monitorURL, token)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +83,7 @@ func TestHistoryPersisted(t *testing.T) {
 	mustOK(t, s.exec(t, "echo one; echo oops >&2; (exit 4)"))
 	mustOK(t, s.exec(t, "seq 1 3000"))
 	url := str(mustOK(t, s.srv.call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": s.name, "sessionToken": s.tok}))["monitoringUrl"])
-	typeOverWebSocket(t, url, "echo from-human\r", "\rfrom-human\r\n")
+	typeOverWebSocket(t, url, dataDirToken(t, s.srv.dataDir), "echo from-human\r", "\rfrom-human\r\n")
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) && s.exec(t, "true")["error"] != "user_activity_detected" {
 		time.Sleep(20 * time.Millisecond)

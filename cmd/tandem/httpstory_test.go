@@ -55,6 +55,7 @@ func TestHTTPCoreStory(t *testing.T) {
 			}
 			url := str(mustOK(t, call(t, "ssh_get_monitoring_url", sess))["monitoringUrl"])
 			ctx := testenv.Browser(t)
+			signIn(t, ctx, url, dataDirToken(t, s.dataDir))
 			if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
 				t.Fatal(err)
 			}

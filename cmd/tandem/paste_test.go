@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -59,12 +58,12 @@ func (v *wsViewer) waitFor(t testing.TB, s string, n int) {
 	})
 }
 
-func openViewer(t testing.TB, monitorURL string) *wsViewer {
+func openViewer(t testing.TB, monitorURL, token string) *wsViewer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	ws := "ws" + strings.TrimPrefix(monitorURL, "http") + "/ws"
-	c, _, err := websocket.Dial(ctx, ws, &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {strings.SplitN(monitorURL, "/s/", 2)[0]}}})
+	c, _, err := websocket.Dial(ctx, ws, &websocket.DialOptions{HTTPHeader: operatorHeader(monitorURL, token)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +184,7 @@ func TestPasteReachesTheAgent(t *testing.T) {
 				return mustOK(t, srv.call(t, "ssh_read_output", map[string]any{"sessionName": "paste", "sessionToken": tok, "commandId": id, "offset": off}))
 			}
 			url := str(mustOK(t, srv.call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": "paste", "sessionToken": tok}))["monitoringUrl"])
-			v := openViewer(t, url)
+			v := openViewer(t, url, dataDirToken(t, srv.dataDir))
 			from, runs := 0, map[string]int{}
 			for _, tc := range []struct {
 				n     int
@@ -223,7 +222,7 @@ func TestPasteReachesTheAgent(t *testing.T) {
 					var a map[string]any
 					_ = json.Unmarshal(r.Args, &a)
 					if r.Event == "human_command" && r.SessionName == "paste" && a["source"] == "human" &&
-						strings.HasPrefix(str(a["viewer"]), "browser 127.0.0.1:") && a["commandId"] != nil {
+						strings.HasPrefix(str(a["viewer"]), "operator 127.0.0.1:") && a["commandId"] != nil {
 						n++
 					}
 				}
@@ -262,6 +261,7 @@ func TestBrowserPaste(t *testing.T) {
 			}
 			url := str(mustOK(t, srv.call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": "browser", "sessionToken": tok}))["monitoringUrl"])
 			ctx := testenv.Browser(t)
+			signIn(t, ctx, url, dataDirToken(t, srv.dataDir))
 			if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
 				t.Fatal(err)
 			}

@@ -85,6 +85,7 @@ func TestStory(t *testing.T) {
 				t.Fatalf("monitoring url %q", url)
 			}
 			ctx := testenv.Browser(t)
+			signIn(t, ctx, url, dataDirToken(t, srv.dataDir))
 			if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
 				t.Fatal(err)
 			}

@@ -22,8 +22,14 @@
 //	browser ──GET /s/{key}──────▶ replay page, when Sessions no longer knows key
 //	        ──GET /s/{key}/cast─▶ Recordings.Recording(key): the .cast file
 //
-// The key in the path is a capability: whoever holds the URL may watch and
-// type, with no other login. So the server never puts the key anywhere but
+// The key in the path is a capability: whoever holds the URL may watch,
+// with no other login. Typing takes more, because the agent holds the URL
+// too: with [Options.Operator], the server takes keys only from a browser
+// signed in as the operator, a program presenting the operator token
+// (tandem attach), or a browser the operator admitted with a typing link
+// (POST /api/admit; /s/{key}?admit=T trades T for a cookie on that
+// session's path). Everyone else's input and resizes are dropped, and the
+// upgrade's [InputHeader] says which it is. The server never puts the key anywhere but
 // the URL itself (Referrer-Policy no-referrer, no-store caching), answers an
 // unknown key with the same 404 as any unknown path, accepts WebSocket
 // upgrades only from its own origin, and [Listen] binds loopback unless told

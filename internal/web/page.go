@@ -85,7 +85,14 @@ func (s *Server) staticFiles(files http.Handler) http.Handler {
 func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
 	if t, ok := s.sessions.Terminal(key); ok {
-		s.render(w, http.StatusOK, "terminal.html", struct{ Name, Owner string }{t.Name(), t.Owner()})
+		if s.admitFromLink(w, r, key) {
+			return
+		}
+		typing, who := s.mayType(r, key)
+		s.render(w, http.StatusOK, "terminal.html", struct {
+			Name, Owner    string
+			Typing, Admits bool
+		}{t.Name(), t.Owner(), typing, who == "operator"})
 		return
 	}
 	if name, _, ok := s.recording(key); ok {

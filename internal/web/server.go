@@ -131,6 +131,7 @@ func New(s Sessions, opts *Options) *Server {
 		api.HandleFunc("GET /api/state", srv.serveState)
 		api.HandleFunc("POST /api/approvals/{id}/decision", srv.serveDecision)
 		api.HandleFunc("POST /api/sessions/{id}/watch", srv.serveWatch)
+		api.HandleFunc("POST /api/admit", srv.serveAdmit)
 		api.HandleFunc("GET /api/audit", srv.serveAudit)
 		api.HandleFunc("GET /api/ws", srv.serveDashboardWS)
 		api.HandleFunc("/api/", serveAPINotFound)

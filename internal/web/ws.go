@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -41,6 +40,12 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		s.serveNotFound(w, r)
 		return
 	}
+	typing, who := s.mayType(r, r.PathValue("key"))
+	if typing {
+		w.Header().Set(InputHeader, InputTyping)
+	} else {
+		w.Header().Set(InputHeader, InputWatching)
+	}
 	// nil options keep the library's Origin check: the Origin's host must
 	// equal the request's Host, or the upgrade fails with 403.
 	c, err := websocket.Accept(w, r, nil)
@@ -49,7 +54,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.SetReadLimit(maxMessage)
-	s.log.Debug("web: viewer joined", "remote", r.RemoteAddr)
+	s.log.Debug("web: viewer joined", "remote", r.RemoteAddr, "viewer", who)
 
 	// connCtx bounds reads and writes on the connection. It outlives the
 	// server's shutdown because coder/websocket drops the connection outright
@@ -58,12 +63,12 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	// and when the viewer leaves.
 	connCtx, endConn := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer endConn()
-	connCtx = context.WithValue(connCtx, viewerKey{}, s.viewerName(r))
+	connCtx = context.WithValue(connCtx, viewerKey{}, who+" "+r.RemoteAddr)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	read := make(chan error, 1)
 	go func() {
-		err := s.readInput(connCtx, c, t)
+		err := s.readInput(connCtx, c, t, typing)
 		cancel()
 		read <- err
 	}()
@@ -100,8 +105,10 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 type viewerKey struct{}
 
 // ViewerFrom names the viewer whose input ctx carries, for Terminal.Input:
-// "operator" for a browser signed in to the dashboard, "tandem attach",
-// or "browser", each with the connection's address.
+// "operator" for a browser signed in to the dashboard, "tandem attach"
+// with the operator token, "admitted viewer" for a browser that opened a
+// typing link, or "browser" where no operator is configured, each with the
+// connection's address.
 func ViewerFrom(ctx context.Context) string {
 	v, _ := ctx.Value(viewerKey{}).(string)
 	return v
@@ -110,22 +117,12 @@ func ViewerFrom(ctx context.Context) string {
 // attachAgent is the User-Agent tandem attach sends.
 const attachAgent = "tandem-attach"
 
-// viewerName labels one terminal connection for the records of what it
-// types.
-func (s *Server) viewerName(r *http.Request) string {
-	who := "browser"
-	switch {
-	case s.signedIn(r):
-		who = "operator"
-	case strings.HasPrefix(r.UserAgent(), attachAgent):
-		who = "tandem attach"
-	}
-	return who + " " + r.RemoteAddr
-}
-
 // readInput relays the browser's messages to t until the connection fails.
-// A message it cannot use is logged and skipped; the connection stays.
-func (s *Server) readInput(ctx context.Context, c *websocket.Conn, t Terminal) error {
+// A message it cannot use is logged and skipped; the connection stays. A
+// viewer that may not type (typing false) has its input and resizes
+// dropped: it watches.
+func (s *Server) readInput(ctx context.Context, c *websocket.Conn, t Terminal, typing bool) error {
+	told := false
 	for {
 		typ, data, err := c.Read(ctx)
 		if err != nil {
@@ -133,6 +130,13 @@ func (s *Server) readInput(ctx context.Context, c *websocket.Conn, t Terminal) e
 		}
 		if typ != websocket.MessageText {
 			s.log.Debug("web: ignoring binary message from browser")
+			continue
+		}
+		if !typing {
+			if !told {
+				s.log.Info("web: dropping the keys of a viewer that may only watch", "viewer", ViewerFrom(ctx))
+				told = true
+			}
 			continue
 		}
 		var m clientMessage

@@ -13,6 +13,10 @@
   // character needs a six-byte JSON escape.
   const inputChunk = 8192;
 
+  // Only a viewer the server takes keys from may type: the operator, or a
+  // guest the operator admitted. The server drops everyone else's keys
+  // anyway; here the terminal takes none, and a line says why.
+  const typing = document.body.dataset.typing === 'yes';
   const statusEl = document.getElementById('status');
   const reconnectEl = document.getElementById('reconnect');
   const term = new Terminal({
@@ -21,6 +25,7 @@
     fontFamily: 'ui-monospace, SFMono-Regular, Menlo, Consolas, monospace',
     fontSize: 14,
     theme: { background: '#0d1117', foreground: '#c9d1d9', cursor: '#c9d1d9' },
+    disableStdin: !typing,
   });
   // Program output must never become session input. xterm.js answers
   // terminal queries (cursor position, device attributes, colours, modes)
@@ -139,7 +144,31 @@
     };
   }
 
-  term.onData(sendInput);
+  if (typing) {
+    term.onData(sendInput);
+  }
+  const admitEl = document.getElementById('admit');
+  if (admitEl) {
+    admitEl.addEventListener('click', function () {
+      admitEl.disabled = true;
+      fetch('/api/admit', {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ path: location.pathname.replace(/\/+$/, '') }),
+        credentials: 'same-origin',
+      }).then(function (r) { return r.json(); }).then(function (r) {
+        admitEl.disabled = false;
+        if (!r.success || typeof r.url !== 'string') {
+          return;
+        }
+        const out = document.getElementById('admit-url');
+        out.value = new URL(r.url, location.href).href;
+        document.getElementById('admitted').hidden = false;
+        out.select();
+        fit.fit();
+      }, function () { admitEl.disabled = false; });
+    });
+  }
   term.onResize(sendSize);
   window.addEventListener('resize', function () { fit.fit(); });
   reconnectEl.addEventListener('click', function () {
@@ -152,6 +181,7 @@
   window.tandem = {
     term: term,
     status: function () { return state; },
+    typing: typing,
     text: function () {
       const buf = term.buffer.active;
       const lines = [];
