@@ -53,6 +53,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParser -fuzztime 30s ./internal/term/
 	$(GO) test -run '^$$' -fuzz FuzzPlain -fuzztime 30s ./internal/term/
 	$(GO) test -run '^$$' -fuzz FuzzUnescape -fuzztime 30s ./internal/term/
+	$(GO) test -run '^$$' -fuzz FuzzTerminalFilter -fuzztime 30s ./internal/term/
 	$(GO) test -run '^$$' -fuzz FuzzFrames -fuzztime 30s ./internal/shell/
 	$(GO) test -run '^$$' -fuzz FuzzHistoryLines -fuzztime 30s ./internal/shell/
 	$(GO) test -run '^$$' -fuzz FuzzDecodeArgs -fuzztime 30s ./internal/mcp/
