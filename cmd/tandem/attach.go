@@ -38,13 +38,13 @@ type attachFlags struct {
 func attachCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var f attachFlags
 	c := &cobra.Command{
-		Use:   "attach MONITORING-URL | SESSION-ID",
+		Use:   "attach MONITORING-URL | SESSION-ID | SESSION-NAME",
 		Short: "Join a live session from this terminal, as the browser page does",
 		Long: "Join a live session from a real terminal: its screen here, your keys there (raw mode, Ctrl-C " +
 			"included), resized with this window. Ctrl-] detaches. What you type counts as the human's, so the " +
 			"agent's next call is told. Your keys count only with the operator token, which attach reads from the data " +
-			"dir (or --token-file) and presents only to the dashboard that data dir noted (or --web); without it attach " +
-			"watches. Give the session's monitoring URL, or, as the operator, its session id (from the dashboard). " +
+			"dir (or --token-file) and presents only to a live tandem of that data dir (or --web); without it attach " +
+			"watches. Give the session's monitoring URL, or, as the operator, its session id or name (from the dashboard). " +
 			"--observe watches without typing.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -230,24 +230,23 @@ func relayKeys(ctx context.Context, stdin io.Reader, raw bool, pause time.Durati
 
 // attachToken is the operator token attach presents with its WebSocket,
 // so that its keys count: the --token-file's, or the data dir's if it has
-// one (never made here). It goes only to the dashboard the data dir noted
-// (or --web names), never to whatever listens at a URL someone handed
-// over: a program in a session could listen on loopback too.
+// one (never made here). It goes only to a dashboard of a tandem that is
+// alive on the data dir (or to --web), never to whatever listens at a URL
+// someone handed over: a program in a session could listen on loopback
+// too, even on the port of a tandem that has exited.
 func attachToken(f attachFlags, origin string) string {
-	dir := f.dataDir
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = defaultDataDir(home)
-	}
-	base := webBase(f.web)
+	dir := attachDataDir(f)
+	bases := []string{webBase(f.web)}
 	if f.web == "" {
-		b, err := os.ReadFile(filepath.Join(dir, dashboardURLFile))
-		if err != nil {
-			return ""
-		}
-		base = strings.TrimSpace(string(b))
+		bases = liveBases(dir)
 	}
-	if b, err := url.Parse(base); err != nil || !strings.EqualFold(b.Scheme+"://"+b.Host, origin) {
+	home := false
+	for _, base := range bases {
+		if b, err := url.Parse(base); err == nil && strings.EqualFold(b.Scheme+"://"+b.Host, origin) {
+			home = true
+		}
+	}
+	if !home {
 		return ""
 	}
 	if f.tokenFile != "" {
@@ -261,14 +260,18 @@ func attachToken(f attachFlags, origin string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// watchURL asks this data dir's tandem, as its operator, for the
-// monitoring URL of a session id.
-func watchURL(ctx context.Context, f attachFlags, id string) (string, error) {
-	dir := f.dataDir
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = defaultDataDir(home)
+func attachDataDir(f attachFlags) string {
+	if f.dataDir != "" {
+		return f.dataDir
 	}
+	home, _ := os.UserHomeDir()
+	return defaultDataDir(home)
+}
+
+// watchURL asks this data dir's live tandems, as their operator, for the
+// monitoring URL of a session, named by its id or by its name.
+func watchURL(ctx context.Context, f attachFlags, session string) (string, error) {
+	dir := attachDataDir(f)
 	tok, err := sharedOperatorToken(f.tokenFile)
 	if f.tokenFile == "" {
 		tok, err = operatorToken(dir)
@@ -276,14 +279,85 @@ func watchURL(ctx context.Context, f attachFlags, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	base := webBase(f.web)
+	bases := []string{webBase(f.web)}
 	if f.web == "" {
-		b, err := os.ReadFile(filepath.Join(dir, dashboardURLFile))
-		if err != nil {
-			return "", fmt.Errorf("no tandem has noted its dashboard in %s: pass --web ADDR, or the monitoring URL instead", dir)
+		if bases = liveBases(dir); len(bases) == 0 {
+			return "", fmt.Errorf("no tandem is serving on the data dir %s: pass --data-dir or --web ADDR, or the monitoring URL instead", dir)
 		}
-		base = strings.TrimSpace(string(b))
 	}
+	var found []string
+	for _, base := range bases {
+		id, err := sessionID(ctx, base, tok, session)
+		if err != nil {
+			return "", err
+		}
+		if id != "" {
+			found = append(found, base+" "+id)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("no live session has the id or name %q (the dashboard lists them)", session)
+	case 1:
+	default:
+		return "", fmt.Errorf("%q names sessions of several tandems on this data dir (%s): pass --web ADDR", session, strings.Join(found, ", "))
+	}
+	base, id, _ := strings.Cut(found[0], " ")
+	return watchOne(ctx, base, tok, id)
+}
+
+// sessionID finds a session of the dashboard at base by id or by name;
+// "" when it has none. A name several live sessions share (different
+// tenants or actors) is refused with their owners, so the operator picks
+// by id.
+func sessionID(ctx context.Context, base, tok, session string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/state", nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("ask %s for its sessions: %w", base, err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Sessions []web.SessionRow `json:"sessions"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&st) != nil {
+		return "", fmt.Errorf("ask %s for its sessions: %s", base, resp.Status)
+	}
+	var named []web.SessionRow
+	for _, r := range st.Sessions {
+		if r.Ended {
+			continue
+		}
+		if r.ID == session {
+			return r.ID, nil
+		}
+		if r.Name == session {
+			named = append(named, r)
+		}
+	}
+	switch len(named) {
+	case 0:
+		return "", nil
+	case 1:
+		return named[0].ID, nil
+	}
+	var owners []string
+	for _, r := range named {
+		owner := r.Tenant + "/" + r.Actor
+		if r.Actor == "" {
+			owner = "stdio"
+		}
+		owners = append(owners, r.ID+" ("+owner+")")
+	}
+	return "", fmt.Errorf("several live sessions are named %q: %s; attach by id", session, strings.Join(owners, ", "))
+}
+
+// watchOne asks the dashboard at base for the monitoring URL of session id.
+func watchOne(ctx context.Context, base, tok, id string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/sessions/"+url.PathEscape(id)+"/watch", strings.NewReader("{}"))
 	if err != nil {
 		return "", err

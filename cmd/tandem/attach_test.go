@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -118,6 +120,51 @@ func TestAttach(t *testing.T) {
 	id := str(rows[0].(map[string]any)["id"])
 	byID := startAttach(t, "--observe", "--data-dir", srv.dataDir, id)
 	byID.waitScreenText(t, "from-attach")
+	// And by the session's name, as the agent and the dashboard call it.
+	byName := startAttach(t, "--observe", "--data-dir", srv.dataDir, "att")
+	byName.waitScreenText(t, "from-attach")
+	if out, err := tandemCLI(t, "attach", "--observe", "--data-dir", srv.dataDir, "no-such-session"); err == nil ||
+		!strings.Contains(out, `no live session has the id or name "no-such-session"`) {
+		t.Errorf("attach to an unknown name: %v %q", err, out)
+	}
+}
+
+// TestAttachTokenNotToAnExitedTandem: once a tandem has exited, whatever
+// listens on its old port (a session's leftover process, say) is not its
+// dashboard: attach sends it no operator token.
+func TestAttachTokenNotToAnExitedTandem(t *testing.T) {
+	srv := startServer(t, serverOpts{})
+	u, err := url.Parse(dashboardLink(t, srv.dataDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = srv.cmd.Process.Kill()
+	srv.waitExit(t, 10*time.Second)
+	ln, err := net.Listen("tcp", u.Host) // the squatter takes the port
+	if err != nil {
+		t.Fatalf("the exited tandem's port: %v", err)
+	}
+	got := make(chan http.Header, 1)
+	rogue := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case got <- r.Header.Clone():
+		default:
+		}
+		http.NotFound(w, r)
+	})}
+	go func() { _ = rogue.Serve(ln) }()
+	t.Cleanup(func() { _ = rogue.Close() })
+
+	att := startAttach(t, "--data-dir", srv.dataDir, "http://"+u.Host+"/s/k-looks-like-a-session")
+	_ = att.cmd.Wait()
+	select {
+	case h := <-got:
+		if a := h.Get("Authorization"); a != "" {
+			t.Fatalf("attach sent %q to the port of a tandem that has exited", a)
+		}
+	default:
+		t.Fatalf("attach never reached the listener:\n%s", att.screen())
+	}
 }
 
 // tmuxPane is a detached tmux session of its own: a server on a private

@@ -30,7 +30,6 @@ import (
 // URL of the tandem that last started on it.
 const (
 	dashboardTokenFile = "dashboard.token"
-	dashboardURLFile   = "dashboard.url"
 )
 
 // operatorToken reads the data dir's dashboard token, creating it (0600)
@@ -91,12 +90,6 @@ func dashboardToken(cfg *config.Config, dataDir string) (string, error) {
 	return operatorToken(dataDir)
 }
 
-// noteDashboard records where this tandem's dashboard is, for
-// `tandem dashboard-url`.
-func noteDashboard(dataDir, base string) error {
-	return os.WriteFile(filepath.Join(dataDir, dashboardURLFile), []byte(base+"\n"), 0o600)
-}
-
 // liveInfo is what a serving tandem says of itself in its instance file
 // (0600, under the data dir), for tandem dashboard-url.
 type liveInfo struct {
@@ -149,15 +142,9 @@ func dashboardURLCmd() *cobra.Command {
 			}
 			var serving []liveInfo
 			if webAddr == "" {
-				live, err := instance.Live(dir)
-				if err != nil {
+				var err error
+				if serving, err = liveServing(dir); err != nil {
 					return err
-				}
-				for _, d := range live {
-					var info liveInfo
-					if json.Unmarshal(d.Info, &info) == nil && info.Web != "" { // else starting, not serving yet
-						serving = append(serving, info)
-					}
 				}
 				if len(serving) == 0 {
 					return fmt.Errorf("no tandem is serving on the data dir %s (one that has exited leaves no link): start one with tandem serve, or pass --data-dir or --web", dir)
@@ -187,6 +174,33 @@ func dashboardURLCmd() *cobra.Command {
 	c.Flags().StringVar(&webAddr, "web", "", "the dashboard's address (host:port, or a URL such as a balancer's https://…): print its link only")
 	c.Flags().StringVar(&tokenFile, "token-file", "", "the operator token file the nodes of a cluster share (web.operatorTokenFile), instead of the data dir's")
 	return c
+}
+
+// liveServing lists what the live tandems of the data dir said of
+// themselves, skipping one still starting (it has said nothing yet).
+func liveServing(dir string) ([]liveInfo, error) {
+	live, err := instance.Live(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []liveInfo
+	for _, d := range live {
+		var info liveInfo
+		if json.Unmarshal(d.Info, &info) == nil && info.Web != "" {
+			out = append(out, info)
+		}
+	}
+	return out, nil
+}
+
+// liveBases is the dashboard address of every live tandem of the data dir.
+func liveBases(dir string) []string {
+	live, _ := liveServing(dir)
+	var out []string
+	for _, l := range live {
+		out = append(out, strings.TrimRight(l.Web, "/"))
+	}
+	return out
 }
 
 // sessionsOf asks a live dashboard how many sessions it lists, briefly:

@@ -222,9 +222,6 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	}
 	webOpts := &web.Options{Logger: log, Recordings: sessions, PublicHosts: cfg.Web.PublicHosts,
 		Operator: &web.Operator{Token: opTok, Approvals: broker, Sessions: dashSessions{sessions}, Audit: dashAudit{rec.st}}}
-	if err := noteDashboard(dataDir, base); err != nil {
-		log.Warn("note the dashboard's address for tandem dashboard-url", "err", err)
-	}
 	webOpts.Routes = map[string]http.Handler{}
 	if hm.on() {
 		webOpts.Routes = hm.routes(srv, base)
