@@ -243,14 +243,12 @@ func (d clusterDesk) Decide(ctx context.Context, id string, dec approval.Decisio
 	if !ok {
 		return a, err
 	}
-	base, uerr := d.p.node.URLOf(ctx, inst)
-	if uerr != nil || base == "" {
-		return approval.Approval{}, approval.ErrNotFound
-	}
 	body, _ := json.Marshal(dec)
-	out, cerr := d.p.node.Call(ctx, http.MethodPost, base, "/internal/v1/approvals/"+url.PathEscape(id)+"/decision", body)
+	out, cerr := d.p.node.Call(ctx, http.MethodPost, inst, "/internal/v1/approvals/"+url.PathEscape(id)+"/decision", body)
 	var se *cluster.StatusError
 	switch {
+	case errors.Is(cerr, cluster.ErrOwnerGone) || errors.Is(cerr, store.ErrNotFound):
+		return approval.Approval{}, approval.ErrNotFound
 	case errors.As(cerr, &se) && se.Code == http.StatusNotFound:
 		return approval.Approval{}, approval.ErrNotFound
 	case errors.As(cerr, &se) && se.Code == http.StatusConflict:
@@ -298,11 +296,11 @@ func (d clusterSessions) MonitorKey(ctx context.Context, id string) (string, boo
 	if k, ok := d.dashSessions.MonitorKey(ctx, id); ok {
 		return k, true
 	}
-	base, err := d.p.node.OwnerOf(ctx, id)
-	if err != nil || base == "" {
+	holder, err := d.p.node.HolderOf(ctx, id)
+	if err != nil || holder == "" {
 		return "", false
 	}
-	out, err := d.p.node.Call(ctx, http.MethodGet, base, "/internal/v1/sessions/"+url.PathEscape(id)+"/monitor-key", nil)
+	out, err := d.p.node.Call(ctx, http.MethodGet, holder, "/internal/v1/sessions/"+url.PathEscape(id)+"/monitor-key", nil)
 	if err != nil {
 		return "", false
 	}

@@ -68,6 +68,17 @@ func routeNode(heartbeat time.Time) (*Node, MCPOptions) {
 	return n, o
 }
 
+// routeAs routes r as MCP does: an unidentified caller's request is
+// served here.
+func routeAs(n *Node, o MCPOptions, r *http.Request, body []byte) (string, error) {
+	c, ok := o.Identify(r.Context(), r)
+	if !ok {
+		return "", nil
+	}
+	to, _, gone := n.route(r, body, c, o)
+	return to.base, gone
+}
+
 func TestRoute(t *testing.T) {
 	call := func(tool, session string) string {
 		return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"sessionName":"` + session + `","sessionToken":"x"}}}`
@@ -102,7 +113,7 @@ func TestRoute(t *testing.T) {
 			if tc.auth != "" {
 				r.Header.Set("Authorization", "Bearer "+tc.auth)
 			}
-			base, _, _, gone := n.route(r, []byte(tc.body), o)
+			base, gone := routeAs(n, o, r, []byte(tc.body))
 			got := base
 			if gone != nil {
 				got = "gone"
@@ -126,7 +137,7 @@ func FuzzRoute(f *testing.F) {
 		if authed {
 			r.Header.Set("Authorization", "Bearer one")
 		}
-		base, _, _, _ := n.route(r, body, o)
+		base, _ := routeAs(n, o, r, body)
 		if !authed && base != "" {
 			t.Fatalf("an unauthenticated request was routed to %s", base)
 		}
@@ -216,23 +227,23 @@ func TestForwardingRecord(t *testing.T) {
 	n := &Node{}
 	k := forwardKey{Caller{Tenant: "t", Actor: "a", Owner: "sid:1"}, "7"}
 	other := forwardKey{Caller{Tenant: "u", Actor: "a", Owner: "sid:1"}, "7"}
-	if got := n.forwardedTo(k); got != "" {
+	if got, _ := n.forwardedTo(k); got.base != "" {
 		t.Fatalf("before any forward: %q", got)
 	}
-	done1 := n.forwarding(k, "http://a")
-	done2 := n.forwarding(k, "http://b")
-	if got := n.forwardedTo(k); got != "http://a" {
+	done1 := n.forwarding(k, dest{"a", "http://a"})
+	done2 := n.forwarding(k, dest{"b", "http://b"})
+	if got, _ := n.forwardedTo(k); got.base != "http://a" {
 		t.Fatalf("forwardedTo = %q, want http://a", got)
 	}
-	if got := n.forwardedTo(other); got != "" {
+	if got, _ := n.forwardedTo(other); got.base != "" {
 		t.Fatalf("another tenant's key finds %q", got)
 	}
 	done1()
-	if got := n.forwardedTo(k); got != "http://b" {
+	if got, _ := n.forwardedTo(k); got.base != "http://b" {
 		t.Fatalf("after the first answered: %q, want http://b", got)
 	}
 	done2()
-	if got := n.forwardedTo(k); got != "" || len(n.inFlight) != 0 {
+	if got, _ := n.forwardedTo(k); got.base != "" || len(n.inFlight) != 0 {
 		t.Fatalf("after both answered: %q, %d keys left", got, len(n.inFlight))
 	}
 }
