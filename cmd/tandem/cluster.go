@@ -285,7 +285,7 @@ func (d clusterSessions) Sessions(ctx context.Context) ([]web.SessionRow, error)
 	d.p.mu.Lock()
 	defer d.p.mu.Unlock()
 	for _, r := range d.p.sessions {
-		rows = append(rows, web.SessionRow{ID: r.ID, Name: r.Name, Tenant: r.Tenant, Actor: strings.TrimPrefix(r.Owner, "sid:"),
+		rows = append(rows, web.SessionRow{ID: r.ID, Name: r.Name, Tenant: r.Tenant, Actor: r.Actor,
 			Target: r.Target, Kind: r.Kind, Status: "on another node", CreatedAt: r.CreatedAt})
 	}
 	return rows, nil
@@ -366,7 +366,7 @@ func mcpRouting(hm *httpMode, sessions *session.Manager, rec *durable) cluster.M
 			return sessions.Has(session.Caller{Tenant: c.Tenant, Actor: c.Actor, ID: c.Owner}, name)
 		},
 		NodesOf: func(ctx context.Context, c cluster.Caller) []string {
-			rows, err := rec.st.ActiveSessionsOf(ctx, c.Tenant, c.Owner)
+			rows, err := rec.st.ActiveSessionsOf(ctx, c.Tenant, c.Actor, c.Owner)
 			if err != nil {
 				return nil
 			}
@@ -407,7 +407,7 @@ func elsewhere(nodeURL string, rec *durable, log *slog.Logger) func(context.Cont
 		return nil
 	}
 	return func(ctx context.Context, c session.Caller) []session.Info {
-		rows, err := rec.st.ActiveSessionsOf(ctx, c.Tenant, c.ID)
+		rows, err := rec.st.ActiveSessionsOf(ctx, c.Tenant, c.Actor, c.ID)
 		if err != nil {
 			log.Warn("list the other nodes' sessions", "err", err)
 			return nil

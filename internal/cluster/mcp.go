@@ -284,7 +284,7 @@ func (n *Node) route(r *http.Request, body []byte, c Caller, o MCPOptions) (to d
 			return dest{}, msg, nil
 		}
 		var err error
-		if row, err = n.Dir.ActiveSession(r.Context(), c.Tenant, c.Owner, name); err != nil {
+		if row, err = n.Dir.ActiveSession(r.Context(), c.Tenant, c.Actor, c.Owner, name); err != nil {
 			return dest{}, msg, nil
 		}
 	case msg.Method == "resources/read" && strings.HasPrefix(msg.Params.URI, outputURIPrefix):
@@ -293,7 +293,7 @@ func (n *Node) route(r *http.Request, body []byte, c Caller, o MCPOptions) (to d
 		if err != nil {
 			return dest{}, msg, nil
 		}
-		if row, err = n.Dir.Session(r.Context(), sid); err != nil || row.Tenant != c.Tenant || row.Owner != c.Owner {
+		if row, err = n.Dir.Session(r.Context(), sid); err != nil || row.Tenant != c.Tenant || row.Actor != c.Actor || row.Owner != c.Owner {
 			return dest{}, msg, nil // not the caller's: answered here, as unknown
 		}
 	default:

@@ -15,20 +15,20 @@ import (
 	"github.com/tandem-sh/tandem/internal/store"
 )
 
-// dir is an in-memory Directory: session "dev" of tenant t, owner sid:1,
-// lives on node "a"; command c1 ran in it.
+// dir is an in-memory Directory: session "dev" of tenant t, actor alice,
+// owner sid:1, lives on node "a"; command c1 ran in it.
 type dir struct{ heartbeat time.Time }
 
-func (d dir) ActiveSession(_ context.Context, tenant, owner, name string) (store.SessionRow, error) {
-	if tenant == "t" && owner == "sid:1" && name == "dev" {
-		return store.SessionRow{ID: "s1", Name: "dev", Tenant: "t", Owner: "sid:1", InstanceID: "a", Status: store.StatusActive}, nil
+func (d dir) ActiveSession(_ context.Context, tenant, actor, owner, name string) (store.SessionRow, error) {
+	if tenant == "t" && actor == "alice" && owner == "sid:1" && name == "dev" {
+		return store.SessionRow{ID: "s1", Name: "dev", Tenant: "t", Actor: "alice", Owner: "sid:1", InstanceID: "a", Status: store.StatusActive}, nil
 	}
 	return store.SessionRow{}, store.ErrNotFound
 }
 
 func (d dir) Session(ctx context.Context, id string) (store.SessionRow, error) {
 	if id == "s1" {
-		return d.ActiveSession(ctx, "t", "sid:1", "dev")
+		return d.ActiveSession(ctx, "t", "alice", "sid:1", "dev")
 	}
 	return store.SessionRow{}, store.ErrNotFound
 }
@@ -60,6 +60,8 @@ func routeNode(heartbeat time.Time) (*Node, MCPOptions) {
 				return Caller{Tenant: "t", Actor: "alice", Owner: "sid:1"}, true
 			case "Bearer two":
 				return Caller{Tenant: "t", Actor: "mallory", Owner: "sid:2"}, true
+			case "Bearer same-sid":
+				return Caller{Tenant: "t", Actor: "bob", Owner: "sid:1"}, true
 			}
 			return Caller{}, false
 		},
@@ -94,6 +96,8 @@ func TestRoute(t *testing.T) {
 		{"resource", "one", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"tandem://output/c1/stdout"}}`, false, "http://node-a:1"},
 		{"resource of another caller", "two", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"tandem://output/c1/stdout"}}`, false, ""},
 		{"another caller's name", "two", call("ssh_exec", "dev"), false, ""},
+		{"another actor with the same sid", "same-sid", call("ssh_exec", "dev"), false, ""},
+		{"resource of another actor with the same sid", "same-sid", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"tandem://output/c1/stdout"}}`, false, ""},
 		{"no claim", "", call("ssh_exec", "dev"), false, ""},
 		{"connect stays here", "one", call("ssh_connect", "dev"), false, ""},
 		{"list stays here", "one", call("ssh_list_sessions", ""), false, ""},

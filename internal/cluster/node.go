@@ -23,7 +23,7 @@ import (
 // Directory is what a node reads of the shared store to find where a
 // session lives.
 type Directory interface {
-	ActiveSession(ctx context.Context, tenant, owner, name string) (store.SessionRow, error)
+	ActiveSession(ctx context.Context, tenant, actor, owner, name string) (store.SessionRow, error)
 	Session(ctx context.Context, id string) (store.SessionRow, error)
 	CommandSession(ctx context.Context, commandID string) (string, error)
 	Instance(ctx context.Context, id string) (store.Instance, error)
