@@ -113,6 +113,41 @@ func TestUnauthenticatedBodyNotRead(t *testing.T) {
 		t.Fatalf("an authenticated %d-byte call: %v %v; the endpoint got %d bytes", len(body), resp, err, got.Load())
 	}
 	resp.Body.Close()
+
+	// A node's signed request is served with the body it signed, and
+	// refused with another in its place.
+	peer, _ := NewSigner([]byte(strings.Repeat("k", 32)), "a")
+	for _, tc := range []struct {
+		name, url string
+		sent      []byte
+		want      int
+	}{
+		{"mcp, signed", mcpURL + "/mcp", body, http.StatusOK},
+		{"mcp, body swapped", mcpURL + "/mcp", []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), http.StatusForbidden},
+		{"internal, signed", internalURL + "/internal/v1/x", body, http.StatusOK},
+		{"internal, body swapped", internalURL + "/internal/v1/x", []byte(`{}`), http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got.Store(-1)
+			req, _ := http.NewRequest(http.MethodPost, tc.url, bytes.NewReader(tc.sent))
+			req.Header.Set("Authorization", "Bearer one") // a forwarded call carries its caller's token
+			peer.Sign(req, body, "b")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Fatalf("status %d; want %d", resp.StatusCode, tc.want)
+			}
+			if tc.want == http.StatusOK && got.Load() != int64(len(body)) {
+				t.Fatalf("the endpoint got %d bytes; want the %d signed", got.Load(), len(body))
+			}
+			if tc.want != http.StatusOK && got.Load() != -1 {
+				t.Fatal("the endpoint ran for a swapped body")
+			}
+		})
+	}
 }
 
 // TestInFlightBudget: authenticated bodies held at once are bounded in
