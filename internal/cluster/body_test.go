@@ -75,6 +75,7 @@ func TestUnauthenticatedBodyNotRead(t *testing.T) {
 		{"mcp, a forged signature", mcpURL + "/mcp", "Bearer one", true, big, http.StatusForbidden, 0},
 		{"internal, unsigned", internalURL + "/internal/v1/x", "", false, big, http.StatusForbidden, 0},
 		{"internal, a forged signature", internalURL + "/internal/v1/x", "", true, big, http.StatusForbidden, 0},
+		{"mcp, authenticated, past 16 MiB", mcpURL + "/mcp", "Bearer one", false, bytes.Repeat([]byte("x"), maxBody+1), http.StatusRequestEntityTooLarge, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mcpRead.Store(0)
