@@ -243,14 +243,12 @@ func (d clusterDesk) Decide(ctx context.Context, id string, dec approval.Decisio
 	if !ok {
 		return a, err
 	}
-	base, uerr := d.p.node.URLOf(ctx, inst)
-	if uerr != nil || base == "" {
-		return approval.Approval{}, approval.ErrNotFound
-	}
 	body, _ := json.Marshal(dec)
-	out, cerr := d.p.node.Call(ctx, http.MethodPost, base, "/internal/v1/approvals/"+url.PathEscape(id)+"/decision", body)
+	out, cerr := d.p.node.Call(ctx, http.MethodPost, inst, "/internal/v1/approvals/"+url.PathEscape(id)+"/decision", body)
 	var se *cluster.StatusError
 	switch {
+	case errors.Is(cerr, cluster.ErrOwnerGone) || errors.Is(cerr, store.ErrNotFound):
+		return approval.Approval{}, approval.ErrNotFound
 	case errors.As(cerr, &se) && se.Code == http.StatusNotFound:
 		return approval.Approval{}, approval.ErrNotFound
 	case errors.As(cerr, &se) && se.Code == http.StatusConflict:
@@ -287,7 +285,7 @@ func (d clusterSessions) Sessions(ctx context.Context) ([]web.SessionRow, error)
 	d.p.mu.Lock()
 	defer d.p.mu.Unlock()
 	for _, r := range d.p.sessions {
-		rows = append(rows, web.SessionRow{ID: r.ID, Name: r.Name, Tenant: r.Tenant, Actor: strings.TrimPrefix(r.Owner, "sid:"),
+		rows = append(rows, web.SessionRow{ID: r.ID, Name: r.Name, Tenant: r.Tenant, Actor: r.Actor,
 			Target: r.Target, Kind: r.Kind, Status: "on another node", CreatedAt: r.CreatedAt})
 	}
 	return rows, nil
@@ -298,11 +296,11 @@ func (d clusterSessions) MonitorKey(ctx context.Context, id string) (string, boo
 	if k, ok := d.dashSessions.MonitorKey(ctx, id); ok {
 		return k, true
 	}
-	base, err := d.p.node.OwnerOf(ctx, id)
-	if err != nil || base == "" {
+	holder, err := d.p.node.HolderOf(ctx, id)
+	if err != nil || holder == "" {
 		return "", false
 	}
-	out, err := d.p.node.Call(ctx, http.MethodGet, base, "/internal/v1/sessions/"+url.PathEscape(id)+"/monitor-key", nil)
+	out, err := d.p.node.Call(ctx, http.MethodGet, holder, "/internal/v1/sessions/"+url.PathEscape(id)+"/monitor-key", nil)
 	if err != nil {
 		return "", false
 	}
@@ -368,7 +366,7 @@ func mcpRouting(hm *httpMode, sessions *session.Manager, rec *durable) cluster.M
 			return sessions.Has(session.Caller{Tenant: c.Tenant, Actor: c.Actor, ID: c.Owner}, name)
 		},
 		NodesOf: func(ctx context.Context, c cluster.Caller) []string {
-			rows, err := rec.st.ActiveSessionsOf(ctx, c.Tenant, c.Owner)
+			rows, err := rec.st.ActiveSessionsOf(ctx, c.Tenant, c.Actor, c.Owner)
 			if err != nil {
 				return nil
 			}
@@ -409,7 +407,7 @@ func elsewhere(nodeURL string, rec *durable, log *slog.Logger) func(context.Cont
 		return nil
 	}
 	return func(ctx context.Context, c session.Caller) []session.Info {
-		rows, err := rec.st.ActiveSessionsOf(ctx, c.Tenant, c.ID)
+		rows, err := rec.st.ActiveSessionsOf(ctx, c.Tenant, c.Actor, c.ID)
 		if err != nil {
 			log.Warn("list the other nodes' sessions", "err", err)
 			return nil

@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -299,4 +300,34 @@ func pemOf(t testing.TB, pub crypto.PublicKey) []byte {
 		t.Fatal(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+}
+
+// TestJWKSRedirectNotFollowed: a JWKS endpoint that redirects elsewhere
+// gets no key trusted: the key behind the redirect (another server's, of
+// the attacker's choosing) never verifies a token, with the default client
+// or one the caller gives.
+func TestJWKSRedirectNotFollowed(t *testing.T) {
+	ctx := context.Background()
+	evil := newJWKSServer(t)
+	k := ecKey(t)
+	evil.add("k1", &k.PublicKey)
+	for _, code := range []int{http.StatusFound, http.StatusMovedPermanently, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, evil.URL+"/jwks.json", code)
+		}))
+		t.Cleanup(redirect.Close)
+		for name, client := range map[string]*http.Client{"default client": nil, "caller's client": {Timeout: 5 * time.Second}} {
+			t.Run(fmt.Sprintf("%d %s", code, name), func(t *testing.T) {
+				before := evil.requests.Load()
+				v := externalVerifier(newClock(t0), claim.ExternalIssuer{JWKSURL: redirect.URL})
+				v.HTTPClient = client
+				tok := sign(t, jwt.SigningMethodES256, k, "k1", idpClaims(t0))
+				_, err := v.Verify(ctx, tok)
+				wantRefusal(t, err, "jwks_unavailable", tok)
+				if n := evil.requests.Load() - before; n != 0 {
+					t.Fatalf("the redirect's target was fetched %d times; want never", n)
+				}
+			})
+		}
+	}
 }

@@ -224,11 +224,14 @@ func fetchJWKS(ctx context.Context, client *http.Client, url string) ([]verifyKe
 		return nil, fmt.Errorf("fetch jwks: %w", err)
 	}
 	req.Header.Set("Accept", "application/jwk-set+json, application/json")
-	resp, err := client.Do(req)
+	resp, err := noRedirects(client).Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("fetch jwks: %w", err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode/100 == 3 {
+		return nil, fmt.Errorf("fetch jwks %s: %s to %q: redirects are not followed; configure the final URL as jwksUrl", url, resp.Status, resp.Header.Get("Location"))
+	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("fetch jwks %s: %s", url, resp.Status)
 	}
@@ -244,4 +247,13 @@ func fetchJWKS(ctx context.Context, client *http.Client, url string) ([]verifyKe
 		return nil, fmt.Errorf("fetch jwks %s: %w", url, err)
 	}
 	return keys, nil
+}
+
+// noRedirects returns a copy of client that follows no redirect: the keys
+// that verify tokens come from the URL the operator configured, never from
+// wherever that address (or someone who took it over) points elsewhere.
+func noRedirects(client *http.Client) *http.Client {
+	c := *client
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &c
 }

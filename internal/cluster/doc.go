@@ -8,7 +8,9 @@
 //	client ──▶ node B ──(session on A?)──▶ signed request ──▶ node A
 //	                                                    claims checked again
 //
-// The receiving node checks the bearer claim before it forwards anything,
-// and the owner checks it again: the owner trusts the signature only for
-// where the request came from, never for who the caller is.
+// The receiving node checks the bearer claim before it reads or forwards
+// anything, and the owner checks it again: the owner trusts the signature
+// only for where the request came from, never for who the caller is. A
+// signature names the node it is for and its nonce is accepted once, so a
+// captured request replays to no node.
 package cluster

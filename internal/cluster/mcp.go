@@ -76,18 +76,18 @@ type forwardKey struct {
 
 // forwarding records that the call k is in flight at the node at base,
 // until the returned func is called.
-func (n *Node) forwarding(k forwardKey, base string) (done func()) {
+func (n *Node) forwarding(k forwardKey, to dest) (done func()) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.inFlight == nil {
-		n.inFlight = map[forwardKey][]string{}
+		n.inFlight = map[forwardKey][]dest{}
 	}
-	n.inFlight[k] = append(n.inFlight[k], base)
+	n.inFlight[k] = append(n.inFlight[k], to)
 	return func() {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		bases := n.inFlight[k]
-		if i := slices.Index(bases, base); i >= 0 {
+		if i := slices.Index(bases, to); i >= 0 {
 			bases = slices.Delete(bases, i, i+1)
 		}
 		if len(bases) == 0 {
@@ -98,27 +98,23 @@ func (n *Node) forwarding(k forwardKey, base string) (done func()) {
 	}
 }
 
-// forwardedTo returns the node a call in flight was forwarded to, or "".
-func (n *Node) forwardedTo(k forwardKey) string {
+// forwardedTo returns the node a call in flight was forwarded to, if any.
+func (n *Node) forwardedTo(k forwardKey) (dest, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if bases := n.inFlight[k]; len(bases) > 0 {
-		return bases[0]
+		return bases[0], true
 	}
-	return ""
+	return dest{}, false
 }
 
 // cancelTarget returns the node a client's notifications/cancelled must go
 // to: the one this node forwarded the named call to, which runs it. The
 // notification is a request of its own, which would otherwise be served
 // here, where the call is not.
-func (n *Node) cancelTarget(r *http.Request, msg rpc, o MCPOptions) string {
+func (n *Node) cancelTarget(c Caller, msg rpc) (dest, bool) {
 	if msg.Method != "notifications/cancelled" || len(msg.Params.RequestID) == 0 {
-		return ""
-	}
-	c, ok := o.Identify(r.Context(), r)
-	if !ok {
-		return ""
+		return dest{}, false
 	}
 	return n.forwardedTo(forwardKey{c, string(bytes.TrimSpace(msg.Params.RequestID))})
 }
@@ -127,29 +123,46 @@ func (n *Node) cancelTarget(r *http.Request, msg rpc, o MCPOptions) string {
 // another node holds is forwarded there, and the owner's reply (with any
 // progress it streams) comes back unchanged. Requests signed by another
 // node are served here and never forwarded again; a bad signature is
-// refused.
+// refused. Nothing of a body is read before its request is authenticated,
+// by the caller's bearer token or a node's signature; an unauthenticated
+// request goes to the endpoint, which refuses it unread.
 func (n *Node) MCP(next http.Handler, o MCPOptions) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-		if err != nil || len(body) > maxBody {
-			http.Error(w, "request body unreadable or larger than 16 MiB", http.StatusRequestEntityTooLarge)
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		if Signed(r) {
-			if _, err := n.Signer.Verify(r, body); err != nil {
+			if _, err := n.Signer.VerifyHeaders(r); err != nil {
 				n.log().Warn("refused a forwarded call", "remote", r.RemoteAddr, "err", err)
 				http.Error(w, "cluster: the forwarded request's signature does not verify", http.StatusForbidden)
 				return
 			}
+			body, release, ok := n.readBody(w, r)
+			if !ok {
+				return
+			}
+			defer release()
+			if !BodyMatches(r, body) {
+				http.Error(w, "cluster: the forwarded request's body is not the one signed", http.StatusForbidden)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
 			next.ServeHTTP(w, r)
 			return
 		}
-		base, msg, caller, gone := n.route(r, body, o)
+		caller, ok := o.Identify(r.Context(), r)
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, release, ok := n.readBody(w, r)
+		if !ok {
+			return
+		}
+		defer release()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		to, msg, gone := n.route(r, body, caller, o)
 		unreachable := func(err error, delivered bool) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(o.Unreachable(msg.ID, msg.Params.Name, msg.Params.Arguments.SessionName, err, delivered))
@@ -157,8 +170,8 @@ func (n *Node) MCP(next http.Handler, o MCPOptions) http.Handler {
 		switch {
 		case gone != nil:
 			unreachable(gone, false)
-		case base == "":
-			if to := n.cancelTarget(r, msg, o); to != "" {
+		case to.base == "":
+			if to, ok := n.cancelTarget(caller, msg); ok {
 				n.forward("mcp", w, r, body, to, func(err error, _ bool) {
 					// The call's node is gone, and the call with it.
 					w.WriteHeader(http.StatusAccepted)
@@ -166,14 +179,14 @@ func (n *Node) MCP(next http.Handler, o MCPOptions) http.Handler {
 				return
 			}
 			if msg.Method == "notifications/cancelled" {
-				n.spreadCancel(r, body, o)
+				n.spreadCancel(r, body, caller, o)
 			}
 			next.ServeHTTP(w, r)
 		default:
 			if msg.Method == "tools/call" {
-				defer n.forwarding(forwardKey{caller, string(bytes.TrimSpace(msg.ID))}, base)()
+				defer n.forwarding(forwardKey{caller, string(bytes.TrimSpace(msg.ID))}, to)()
 			}
-			n.forward("mcp", w, r, body, base, unreachable)
+			n.forward("mcp", w, r, body, to, unreachable)
 		}
 	})
 }
@@ -188,12 +201,8 @@ const spreadCancelWait = 5 * time.Second
 // against its own calls of that verified caller, after checking the
 // caller's token itself; the copies go in the background, and a node that
 // does not answer has no call to end.
-func (n *Node) spreadCancel(r *http.Request, body []byte, o MCPOptions) {
+func (n *Node) spreadCancel(r *http.Request, body []byte, c Caller, o MCPOptions) {
 	if o.NodesOf == nil {
-		return
-	}
-	c, ok := o.Identify(r.Context(), r)
-	if !ok {
 		return
 	}
 	if !n.spread.take(c, time.Now()) {
@@ -214,7 +223,7 @@ func (n *Node) spreadCancel(r *http.Request, body []byte, o MCPOptions) {
 		}
 		req.Header = r.Header.Clone()
 		req.Host = r.Host // the owner checks the Host it was reached by, as for a forwarded call
-		n.Signer.Sign(req, body)
+		n.Signer.Sign(req, body, id)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -259,51 +268,44 @@ func (b *spreadBudget) take(c Caller, now time.Time) bool {
 	return true
 }
 
-// route returns the base URL of the node a request must go to, or "" to
-// serve it here: anything but a tool call or resource read naming another
-// live node's session of this caller. gone is set when that node has
-// stopped heartbeating and its sessions are about to end.
-func (n *Node) route(r *http.Request, body []byte, o MCPOptions) (base string, msg rpc, c Caller, gone error) {
+// route returns the node a request of caller c must go to, with base ""
+// to serve it here: anything but a tool call or resource read naming
+// another live node's session of this caller. gone is set when that node
+// has stopped heartbeating and its sessions are about to end.
+func (n *Node) route(r *http.Request, body []byte, c Caller, o MCPOptions) (to dest, msg rpc, gone error) {
 	if len(body) == 0 || body[0] != '{' || json.Unmarshal(body, &msg) != nil || len(msg.ID) == 0 {
-		return "", msg, c, nil
+		return dest{}, msg, nil
 	}
 	var row store.SessionRow
 	switch {
 	case msg.Method == "tools/call" && sessionTools[msg.Params.Name] && msg.Params.Arguments.SessionName != "":
-		var ok bool
-		c, ok = o.Identify(r.Context(), r)
 		name := msg.Params.Arguments.SessionName
-		if !ok || o.Local(c, name) {
-			return "", msg, c, nil
+		if o.Local(c, name) {
+			return dest{}, msg, nil
 		}
 		var err error
-		if row, err = n.Dir.ActiveSession(r.Context(), c.Tenant, c.Owner, name); err != nil {
-			return "", msg, c, nil
+		if row, err = n.Dir.ActiveSession(r.Context(), c.Tenant, c.Actor, c.Owner, name); err != nil {
+			return dest{}, msg, nil
 		}
 	case msg.Method == "resources/read" && strings.HasPrefix(msg.Params.URI, outputURIPrefix):
-		var ok bool
-		c, ok = o.Identify(r.Context(), r)
-		if !ok {
-			return "", msg, c, nil
-		}
 		cmd, _, _ := strings.Cut(strings.TrimPrefix(msg.Params.URI, outputURIPrefix), "/")
 		sid, err := n.Dir.CommandSession(r.Context(), cmd)
 		if err != nil {
-			return "", msg, c, nil
+			return dest{}, msg, nil
 		}
-		if row, err = n.Dir.Session(r.Context(), sid); err != nil || row.Tenant != c.Tenant || row.Owner != c.Owner {
-			return "", msg, c, nil // not the caller's: answered here, as unknown
+		if row, err = n.Dir.Session(r.Context(), sid); err != nil || row.Tenant != c.Tenant || row.Actor != c.Actor || row.Owner != c.Owner {
+			return dest{}, msg, nil // not the caller's: answered here, as unknown
 		}
 	default:
-		return "", msg, c, nil
+		return dest{}, msg, nil
 	}
 	base, err := n.owner(r.Context(), row.InstanceID)
 	switch {
 	case errors.Is(err, ErrOwnerGone):
-		return "", msg, c, err
+		return dest{}, msg, err
 	case err != nil:
 		n.log().Warn("find the node holding a session", "session", row.Name, "err", err)
-		return "", msg, c, nil
+		return dest{}, msg, nil
 	}
-	return base, msg, c, nil
+	return dest{row.InstanceID, base}, msg, nil
 }

@@ -15,20 +15,20 @@ import (
 	"github.com/tandem-sh/tandem/internal/store"
 )
 
-// dir is an in-memory Directory: session "dev" of tenant t, owner sid:1,
-// lives on node "a"; command c1 ran in it.
+// dir is an in-memory Directory: session "dev" of tenant t, actor alice,
+// owner sid:1, lives on node "a"; command c1 ran in it.
 type dir struct{ heartbeat time.Time }
 
-func (d dir) ActiveSession(_ context.Context, tenant, owner, name string) (store.SessionRow, error) {
-	if tenant == "t" && owner == "sid:1" && name == "dev" {
-		return store.SessionRow{ID: "s1", Name: "dev", Tenant: "t", Owner: "sid:1", InstanceID: "a", Status: store.StatusActive}, nil
+func (d dir) ActiveSession(_ context.Context, tenant, actor, owner, name string) (store.SessionRow, error) {
+	if tenant == "t" && actor == "alice" && owner == "sid:1" && name == "dev" {
+		return store.SessionRow{ID: "s1", Name: "dev", Tenant: "t", Actor: "alice", Owner: "sid:1", InstanceID: "a", Status: store.StatusActive}, nil
 	}
 	return store.SessionRow{}, store.ErrNotFound
 }
 
 func (d dir) Session(ctx context.Context, id string) (store.SessionRow, error) {
 	if id == "s1" {
-		return d.ActiveSession(ctx, "t", "sid:1", "dev")
+		return d.ActiveSession(ctx, "t", "alice", "sid:1", "dev")
 	}
 	return store.SessionRow{}, store.ErrNotFound
 }
@@ -60,12 +60,25 @@ func routeNode(heartbeat time.Time) (*Node, MCPOptions) {
 				return Caller{Tenant: "t", Actor: "alice", Owner: "sid:1"}, true
 			case "Bearer two":
 				return Caller{Tenant: "t", Actor: "mallory", Owner: "sid:2"}, true
+			case "Bearer same-sid":
+				return Caller{Tenant: "t", Actor: "bob", Owner: "sid:1"}, true
 			}
 			return Caller{}, false
 		},
 		Local: func(Caller, string) bool { return false },
 	}
 	return n, o
+}
+
+// routeAs routes r as MCP does: an unidentified caller's request is
+// served here.
+func routeAs(n *Node, o MCPOptions, r *http.Request, body []byte) (string, error) {
+	c, ok := o.Identify(r.Context(), r)
+	if !ok {
+		return "", nil
+	}
+	to, _, gone := n.route(r, body, c, o)
+	return to.base, gone
 }
 
 func TestRoute(t *testing.T) {
@@ -83,6 +96,8 @@ func TestRoute(t *testing.T) {
 		{"resource", "one", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"tandem://output/c1/stdout"}}`, false, "http://node-a:1"},
 		{"resource of another caller", "two", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"tandem://output/c1/stdout"}}`, false, ""},
 		{"another caller's name", "two", call("ssh_exec", "dev"), false, ""},
+		{"another actor with the same sid", "same-sid", call("ssh_exec", "dev"), false, ""},
+		{"resource of another actor with the same sid", "same-sid", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"tandem://output/c1/stdout"}}`, false, ""},
 		{"no claim", "", call("ssh_exec", "dev"), false, ""},
 		{"connect stays here", "one", call("ssh_connect", "dev"), false, ""},
 		{"list stays here", "one", call("ssh_list_sessions", ""), false, ""},
@@ -102,7 +117,7 @@ func TestRoute(t *testing.T) {
 			if tc.auth != "" {
 				r.Header.Set("Authorization", "Bearer "+tc.auth)
 			}
-			base, _, _, gone := n.route(r, []byte(tc.body), o)
+			base, gone := routeAs(n, o, r, []byte(tc.body))
 			got := base
 			if gone != nil {
 				got = "gone"
@@ -126,7 +141,7 @@ func FuzzRoute(f *testing.F) {
 		if authed {
 			r.Header.Set("Authorization", "Bearer one")
 		}
-		base, _, _, _ := n.route(r, body, o)
+		base, _ := routeAs(n, o, r, body)
 		if !authed && base != "" {
 			t.Fatalf("an unauthenticated request was routed to %s", base)
 		}
@@ -216,23 +231,23 @@ func TestForwardingRecord(t *testing.T) {
 	n := &Node{}
 	k := forwardKey{Caller{Tenant: "t", Actor: "a", Owner: "sid:1"}, "7"}
 	other := forwardKey{Caller{Tenant: "u", Actor: "a", Owner: "sid:1"}, "7"}
-	if got := n.forwardedTo(k); got != "" {
+	if got, _ := n.forwardedTo(k); got.base != "" {
 		t.Fatalf("before any forward: %q", got)
 	}
-	done1 := n.forwarding(k, "http://a")
-	done2 := n.forwarding(k, "http://b")
-	if got := n.forwardedTo(k); got != "http://a" {
+	done1 := n.forwarding(k, dest{"a", "http://a"})
+	done2 := n.forwarding(k, dest{"b", "http://b"})
+	if got, _ := n.forwardedTo(k); got.base != "http://a" {
 		t.Fatalf("forwardedTo = %q, want http://a", got)
 	}
-	if got := n.forwardedTo(other); got != "" {
+	if got, _ := n.forwardedTo(other); got.base != "" {
 		t.Fatalf("another tenant's key finds %q", got)
 	}
 	done1()
-	if got := n.forwardedTo(k); got != "http://b" {
+	if got, _ := n.forwardedTo(k); got.base != "http://b" {
 		t.Fatalf("after the first answered: %q, want http://b", got)
 	}
 	done2()
-	if got := n.forwardedTo(k); got != "" || len(n.inFlight) != 0 {
+	if got, _ := n.forwardedTo(k); got.base != "" || len(n.inFlight) != 0 {
 		t.Fatalf("after both answered: %q, %d keys left", got, len(n.inFlight))
 	}
 }

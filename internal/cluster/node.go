@@ -23,7 +23,7 @@ import (
 // Directory is what a node reads of the shared store to find where a
 // session lives.
 type Directory interface {
-	ActiveSession(ctx context.Context, tenant, owner, name string) (store.SessionRow, error)
+	ActiveSession(ctx context.Context, tenant, actor, owner, name string) (store.SessionRow, error)
 	Session(ctx context.Context, id string) (store.SessionRow, error)
 	CommandSession(ctx context.Context, commandID string) (string, error)
 	Instance(ctx context.Context, id string) (store.Instance, error)
@@ -57,9 +57,14 @@ type Node struct {
 
 	mu        sync.Mutex
 	instances map[string]cachedInstance // what Dir said of a node, for a second
-	inFlight  map[forwardKey][]string   // the nodes this one's forwarded calls run on
+	inFlight  map[forwardKey][]dest     // the nodes this one's forwarded calls run on
 	spread    spreadBudget              // cancellations sent on to other nodes, per caller
+	bodies    byteBudget                // request bytes held at once
 }
+
+// dest is a node a request goes to: its instance id, which the request's
+// signature names, and its base URL.
+type dest struct{ id, base string }
 
 // cachedInstance is a node as the directory described it at fetched.
 type cachedInstance struct {
@@ -136,12 +141,13 @@ var defaultTransport http.RoundTripper = &http.Transport{
 	ForceAttemptHTTP2:   false,
 }
 
-// forward sends r, whose body was read into body, to the node at base and
+// forward sends r, whose body was read into body, to the node to and
 // streams its answer back to w unchanged. failed is called instead when no
 // answer came before anything was written; delivered says whether the
 // request had reached the owner (written whole to its connection), which
 // may then have acted on it before it stopped answering.
-func (n *Node) forward(kind string, w http.ResponseWriter, r *http.Request, body []byte, base string, failed func(err error, delivered bool)) {
+func (n *Node) forward(kind string, w http.ResponseWriter, r *http.Request, body []byte, to dest, failed func(err error, delivered bool)) {
+	base := to.base
 	target, err := url.Parse(base)
 	if err != nil {
 		failed(fmt.Errorf("the owner node's URL %q: %w", base, err), false)
@@ -169,7 +175,7 @@ func (n *Node) forward(kind string, w http.ResponseWriter, r *http.Request, body
 				pr.Out.Body = io.NopCloser(bytes.NewReader(body))
 				pr.Out.ContentLength = int64(len(body))
 			}
-			n.Signer.Sign(pr.Out, body)
+			n.Signer.Sign(pr.Out, body, to.id)
 		},
 		Transport:     n.transport(),
 		FlushInterval: -1, // progress notifications stream through as they come
@@ -184,17 +190,22 @@ func (n *Node) forward(kind string, w http.ResponseWriter, r *http.Request, body
 }
 
 // Internal wraps the handler of an endpoint only other nodes may call: a
-// request without a valid signature is refused with 403.
+// request without a valid signature for this node is refused with 403,
+// before its body is read.
 func (n *Node) Internal(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-		if err != nil || len(body) > maxBody {
-			http.Error(w, "cluster: request body unreadable or too large", http.StatusRequestEntityTooLarge)
-			return
-		}
-		if _, err := n.Signer.Verify(r, body); err != nil {
+		if _, err := n.Signer.VerifyHeaders(r); err != nil {
 			n.log().Warn("refused an internal request", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
 			http.Error(w, "cluster: this endpoint is for tandem nodes; the request's signature does not verify", http.StatusForbidden)
+			return
+		}
+		body, release, ok := n.readBody(w, r)
+		if !ok {
+			return
+		}
+		defer release()
+		if !BodyMatches(r, body) {
+			http.Error(w, "cluster: the request's body is not the one signed", http.StatusForbidden)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -202,9 +213,17 @@ func (n *Node) Internal(h http.Handler) http.Handler {
 	})
 }
 
-// Call sends a signed request to the node at base and returns its answer's
-// body, for the internal endpoints (dashboard data, approval decisions).
-func (n *Node) Call(ctx context.Context, method, base, path string, body []byte) ([]byte, error) {
+// Call sends a signed request to the live node with instance id node and
+// returns its answer's body, for the internal endpoints (dashboard data,
+// approval decisions).
+func (n *Node) Call(ctx context.Context, method, node, path string, body []byte) ([]byte, error) {
+	base, err := n.owner(ctx, node)
+	switch {
+	case err != nil:
+		return nil, err
+	case base == "":
+		return nil, fmt.Errorf("cluster: node %s is this node", node)
+	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(base, "/")+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -212,7 +231,7 @@ func (n *Node) Call(ctx context.Context, method, base, path string, body []byte)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	n.Signer.Sign(req, body)
+	n.Signer.Sign(req, body, node)
 	start := time.Now()
 	resp, err := (&http.Client{Transport: n.transport(), Timeout: 10 * time.Second}).Do(req)
 	if o := n.Observer; o != nil {
@@ -245,9 +264,9 @@ type StatusError struct {
 // Error names the status and the node's message.
 func (e *StatusError) Error() string { return fmt.Sprintf("node answered %d: %s", e.Code, e.Body) }
 
-// OwnerOf returns the base URL of the node holding the session with that
-// id, or "" when this node holds it.
-func (n *Node) OwnerOf(ctx context.Context, sessionID string) (string, error) {
+// HolderOf returns the instance id of the node holding the active session
+// with that id, for [Node.Call], or "" when this node holds it.
+func (n *Node) HolderOf(ctx context.Context, sessionID string) (string, error) {
 	row, err := n.Dir.Session(ctx, sessionID)
 	if err != nil {
 		return "", err
@@ -255,12 +274,10 @@ func (n *Node) OwnerOf(ctx context.Context, sessionID string) (string, error) {
 	if row.Status != store.StatusActive {
 		return "", fmt.Errorf("session %s has ended", sessionID)
 	}
-	return n.owner(ctx, row.InstanceID)
-}
-
-// URLOf returns the base URL of a live node by instance id.
-func (n *Node) URLOf(ctx context.Context, instanceID string) (string, error) {
-	return n.owner(ctx, instanceID)
+	if row.InstanceID == n.ID {
+		return "", nil
+	}
+	return row.InstanceID, nil
 }
 
 // Monitor wraps the browser pages of a session (/s/{key}, its WebSocket
@@ -293,7 +310,7 @@ func (n *Node) Monitor(next http.Handler, local func(key string) bool) http.Hand
 			next.ServeHTTP(w, r)
 			return
 		}
-		n.forward("monitor", w, r, nil, base, func(error, bool) {
+		n.forward("monitor", w, r, nil, dest{row.InstanceID, base}, func(error, bool) {
 			http.Error(w, "The node that holds this session does not answer; if it is gone, the session ends shortly (node_lost).", http.StatusBadGateway)
 		})
 	})
@@ -307,4 +324,73 @@ func monitorKey(path string) (string, bool) {
 	}
 	key, _, _ := strings.Cut(rest, "/")
 	return key, key != ""
+}
+
+// maxInFlight bounds the request bytes a node holds at once across every
+// request it routes or serves for other nodes: four full bodies.
+const maxInFlight = 4 * maxBody
+
+// byteBudget counts the request bytes held at once.
+type byteBudget struct {
+	mu   sync.Mutex
+	used int64
+}
+
+// take reserves k bytes if the budget has them.
+func (b *byteBudget) take(k int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+k > maxInFlight {
+		return false
+	}
+	b.used += k
+	return true
+}
+
+// give returns k bytes.
+func (b *byteBudget) give(k int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= k
+}
+
+// readChunk is how much of a body is reserved and read at a time.
+const readChunk = 64 << 10
+
+// readBody reads an authenticated request's body, at most maxBody and
+// within the node's in-flight budget, answering 413 or 503 itself when it
+// cannot (ok=false). release gives the bytes back once the body is done with.
+func (n *Node) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), ok bool) {
+	if r.ContentLength > maxBody {
+		http.Error(w, "request body larger than 16 MiB", http.StatusRequestEntityTooLarge)
+		return nil, nil, false
+	}
+	var held int64
+	release = func() { n.bodies.give(held) }
+	var buf bytes.Buffer
+	for {
+		if int64(buf.Len()) >= held {
+			if !n.bodies.take(readChunk) {
+				release()
+				n.log().Warn("refused a request: the node holds too many request bodies at once", "path", r.URL.Path, "remote", r.RemoteAddr)
+				http.Error(w, "this node is busy reading other requests; retry shortly", http.StatusServiceUnavailable)
+				return nil, nil, false
+			}
+			held += readChunk
+		}
+		_, err := io.CopyN(&buf, r.Body, held-int64(buf.Len()))
+		if buf.Len() > maxBody {
+			release()
+			http.Error(w, "request body larger than 16 MiB", http.StatusRequestEntityTooLarge)
+			return nil, nil, false
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			return buf.Bytes(), release, true
+		case err != nil:
+			release()
+			http.Error(w, "request body unreadable", http.StatusBadRequest)
+			return nil, nil, false
+		}
+	}
 }

@@ -22,7 +22,7 @@ func TestSigner(t *testing.T) {
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call"}`)
 	signed := func(method, url string, body []byte, s *Signer) *http.Request {
 		r, _ := http.NewRequest(method, url, nil)
-		s.Sign(r, body)
+		s.Sign(r, body, "node-b")
 		// The receiver sees the path only, as a server does.
 		in, _ := http.NewRequest(method, r.URL.RequestURI(), nil)
 		in.Header = r.Header
@@ -95,7 +95,7 @@ func TestSignerReplay(t *testing.T) {
 	b, _ := NewSigner(secret, "node-b")
 	body := []byte(`{"id":1}`)
 	r, _ := http.NewRequest("POST", "http://b:1/mcp", nil)
-	a.Sign(r, body)
+	a.Sign(r, body, "node-b")
 	in, _ := http.NewRequest("POST", "/mcp", nil)
 	in.Header = r.Header
 	if _, err := b.Verify(in, body); err != nil {
@@ -105,7 +105,7 @@ func TestSignerReplay(t *testing.T) {
 		t.Fatalf("replayed request: err = %v; want a refused replay", err)
 	}
 	r2, _ := http.NewRequest("POST", "http://b:1/mcp", nil)
-	a.Sign(r2, body)
+	a.Sign(r2, body, "node-b")
 	in2, _ := http.NewRequest("POST", "/mcp", nil)
 	in2.Header = r2.Header
 	if _, err := b.Verify(in2, body); err != nil {
@@ -116,7 +116,7 @@ func TestSignerReplay(t *testing.T) {
 		b.now = func() time.Time { return time.Now().Add(time.Duration(i) * time.Second) }
 		r, _ := http.NewRequest("GET", "http://b:1/x", nil)
 		a.now = b.now
-		a.Sign(r, nil)
+		a.Sign(r, nil, "node-b")
 		in, _ := http.NewRequest("GET", "/x", nil)
 		in.Header = r.Header
 		if _, err := b.Verify(in, nil); err != nil {
@@ -135,5 +135,38 @@ func TestMonitorKey(t *testing.T) {
 		if got, ok := monitorKey(path); got != want || ok != (want != "") {
 			t.Errorf("monitorKey(%q) = %q, %v; want %q", path, got, ok, want)
 		}
+	}
+}
+
+// TestSignedForOneNode: a signed request names the node it is for. Captured
+// on its way to node A and replayed to node B, it is refused; replayed to
+// A, it is refused too (its nonce was served); and a request claiming to
+// be for B after the fact does not verify.
+func TestSignedForOneNode(t *testing.T) {
+	secret := []byte(strings.Repeat("s", 32))
+	c, _ := NewSigner(secret, "node-c")
+	a, _ := NewSigner(secret, "node-a")
+	b, _ := NewSigner(secret, "node-b")
+	body := []byte(`{"approve":true}`)
+	out, _ := http.NewRequest("POST", "http://a:1/internal/v1/approvals/x/decision", nil)
+	c.Sign(out, body, "node-a")
+	captured := func() *http.Request {
+		in, _ := http.NewRequest("POST", "/internal/v1/approvals/x/decision", nil)
+		in.Header = out.Header.Clone()
+		return in
+	}
+	if _, err := b.Verify(captured(), body); !errors.Is(err, ErrBadSignature) {
+		t.Fatalf("replayed to node B: err = %v; want refused", err)
+	}
+	retargeted := captured()
+	retargeted.Header.Set(headerTo, "node-b")
+	if _, err := b.Verify(retargeted, body); !errors.Is(err, ErrBadSignature) {
+		t.Fatalf("readdressed to node B: err = %v; want refused", err)
+	}
+	if from, err := a.Verify(captured(), body); err != nil || from != "node-c" {
+		t.Fatalf("delivered to node A: from %q, err %v", from, err)
+	}
+	if _, err := a.Verify(captured(), body); !errors.Is(err, ErrBadSignature) {
+		t.Fatalf("replayed to node A: err = %v; want refused", err)
 	}
 }

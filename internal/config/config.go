@@ -536,7 +536,7 @@ func (c *Config) validateTenants(base, home string, bad func(key, format string,
 		bad("targets", "cannot be used with tenants; move each target under its tenant's targets")
 	}
 	seen := map[string]bool{}
-	type owned struct{ tenant, key, path string }
+	type owned struct{ tenant, key, path, real string }
 	var locals []owned
 	for i := range c.Tenants {
 		tn := &c.Tenants[i]
@@ -553,7 +553,7 @@ func (c *Config) validateTenants(base, home string, bad func(key, format string,
 		validateTargets(k+".targets", tn.Targets, base, home, bad)
 		for j, t := range tn.Targets {
 			if t.Kind == "local" && t.Workspace != "" {
-				locals = append(locals, owned{tn.Name, fmt.Sprintf("%s.targets[%d].workspace", k, j), t.Workspace})
+				locals = append(locals, owned{tenant: tn.Name, key: fmt.Sprintf("%s.targets[%d].workspace", k, j), path: t.Workspace})
 			}
 		}
 		ws := map[string]bool{}
@@ -577,14 +577,45 @@ func (c *Config) validateTenants(base, home string, bad func(key, format string,
 		}
 	}
 	// One tenant's local workspace must not lie inside another's: the
-	// sandbox grant of one would reach the other's files.
+	// sandbox grant of one would reach the other's files. Judged on the
+	// directories the paths resolve to, so a symlink hides no overlap.
+	for i := range locals {
+		locals[i].real = realPath(locals[i].path)
+	}
 	for i, a := range locals {
 		for _, b := range locals[i+1:] {
-			if a.tenant != b.tenant && (within(a.path, b.path) || within(b.path, a.path)) {
-				bad(b.key, "%q overlaps %q of tenant %q (%s); tenants' workspaces must be separate directories", b.path, a.path, a.tenant, a.key)
+			if a.tenant != b.tenant && (within(a.real, b.real) || within(b.real, a.real)) {
+				bad(b.key, "%q of tenant %q%s overlaps %q of tenant %q (%s)%s; tenants' workspaces must be separate directories",
+					b.path, b.tenant, resolvesTo(b.path, b.real), a.path, a.tenant, a.key, resolvesTo(a.path, a.real))
 			}
 		}
 	}
+}
+
+// realPath is p with every symlink resolved; for a path that does not
+// exist (yet), its nearest existing ancestor is resolved and the rest
+// joined on, since the directory created there later lands under it.
+func realPath(p string) string {
+	rest := ""
+	for cur := filepath.Clean(p); ; {
+		if r, err := filepath.EvalSymlinks(cur); err == nil {
+			return filepath.Join(r, rest)
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return filepath.Clean(p)
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
+	}
+}
+
+// resolvesTo says where a workspace path leads, when a symlink moves it.
+func resolvesTo(p, real string) string {
+	if p == real {
+		return ""
+	}
+	return fmt.Sprintf(" (resolves to %q)", real)
 }
 
 func (c *Config) validateAuth(bad func(key, format string, a ...any)) {

@@ -343,3 +343,56 @@ func TestConfigMistakes(t *testing.T) {
 		t.Errorf("accept-new with a known_hosts still to be created: %v", err)
 	}
 }
+
+// TestWorkspaceOverlapThroughSymlink: overlap between tenants' workspaces
+// is judged on the directories the paths resolve to, so a symlink cannot
+// hand one tenant's sandbox grant a way into another's files.
+func TestWorkspaceOverlapThroughSymlink(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"a/inner", "c"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, to := range map[string]string{
+		"same": "a", "into": "a/inner", "parent": ".", "sibling": "c",
+	} {
+		if err := os.Symlink(filepath.Join(dir, to), filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name, t1, t2 string
+		overlap      bool
+	}{
+		{"link to the same directory", "a", "same", true},
+		{"link into the other workspace", "a", "into", true},
+		{"path through a link", "a", "same/inner", true},
+		{"link to a parent", "a/inner", "parent", true},
+		{"the other way round", "same", "a/inner", true},
+		{"both through links", "same", "into", true},
+		{"a root not made yet, under a link", "a", "same/later", true},
+		{"link to a separate directory", "a", "sibling", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			y := "tenants:\n  - {name: t1, targets: [{name: x, kind: local, workspace: " + tc.t1 + "}]}\n" +
+				"  - {name: t2, targets: [{name: x, kind: local, workspace: " + tc.t2 + "}]}\n"
+			_, err := config.Parse([]byte(y), dir, "/home/x")
+			if !tc.overlap {
+				if err != nil {
+					t.Fatalf("separate directories refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("%s and %s overlap through a symlink, but the config was accepted", tc.t1, tc.t2)
+			}
+			for _, want := range []string{`tenant "t1"`, `tenant "t2"`, filepath.Join(dir, tc.t1), filepath.Join(dir, tc.t2), "tenants[1].targets[0].workspace"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not name %q", err, want)
+				}
+			}
+		})
+	}
+}

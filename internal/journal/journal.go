@@ -89,7 +89,7 @@ func (j *Journal) Close() {
 func (j *Journal) SessionStarted(ctx context.Context, s *session.Session) error {
 	i, c, h := s.Info(), s.Caller(), s.TokenHash()
 	err := j.st.CreateSession(ctx, store.SessionRow{
-		ID: s.ID, Name: s.Name, Tenant: c.Tenant, Owner: c.ID, InstanceID: j.instance,
+		ID: s.ID, Name: s.Name, Tenant: c.Tenant, Actor: c.Actor, Owner: c.ID, InstanceID: j.instance,
 		Target: i.Target, Kind: i.Kind, Host: i.Host, Port: i.Port, Username: i.Username,
 		TokenHash: h[:], Status: store.StatusActive, CreatedAt: s.CreatedAt,
 	})

@@ -46,6 +46,7 @@ func TestEveryFailureHasItsCode(t *testing.T) {
 		{&session.TokenError{Name: "s"}, codeInvalidToken},
 		{fmt.Errorf("x: %w", session.ErrDraining), codeShuttingDown},
 		{fmt.Errorf("x: %w", session.ErrNameTaken), codeSessionExists},
+		{fmt.Errorf("connect: record the session: %w", store.ErrNameTaken), codeSessionExists}, // held by another node
 		{fmt.Errorf("x: %w", target.ErrUnknown), codeUnknownTarget},
 		{fmt.Errorf("x: %w", store.ErrSharedUnavailable), codeStoreUnavailable},
 		{fmt.Errorf("dial: %w", context.DeadlineExceeded), codeConnectFailed},

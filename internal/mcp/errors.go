@@ -114,7 +114,7 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 		return storeUnavailable(err)
 	case errors.Is(err, session.ErrDraining):
 		return fail(codeShuttingDown, "This tandem is shutting down: it lets running commands finish but starts no new sessions. Retry shortly (another node, or this one after its restart).", nil)
-	case errors.Is(err, session.ErrNameTaken):
+	case errors.Is(err, session.ErrNameTaken), errors.Is(err, store.ErrNameTaken):
 		return fail(codeSessionExists, "A session with this name already exists. Pick another name, or call ssh_disconnect on the old one first.", nil)
 	case errors.Is(err, session.ErrInvalidName):
 		return fail(codeInvalidName, "Session names are 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit.", reply{"field": "name"})

@@ -53,10 +53,10 @@ type Store interface {
 	// recently ended first, so a call naming one after a restart can be told
 	// it ended (the caller compares the token hash).
 	FindEnded(ctx context.Context, tenant, name string) ([]SessionRow, error)
-	// ActiveSessionsOf returns one caller's active sessions (tenant and
-	// owner), oldest first: what a node reads to list or reach them without
-	// reading every other caller's.
-	ActiveSessionsOf(ctx context.Context, tenant, owner string) ([]SessionRow, error)
+	// ActiveSessionsOf returns one caller's active sessions (tenant, actor
+	// and owner), oldest first: what a node reads to list or reach them
+	// without reading every other caller's.
+	ActiveSessionsOf(ctx context.Context, tenant, actor, owner string) ([]SessionRow, error)
 	// ActiveSessions returns every session the directory calls active,
 	// oldest first.
 	ActiveSessions(ctx context.Context) ([]SessionRow, error)
@@ -64,9 +64,9 @@ type Store interface {
 	// is unknown. It tells a node which node holds a session's shell.
 	Session(ctx context.Context, id string) (SessionRow, error)
 	// ActiveSession returns the active session named name of one caller
-	// (tenant and owner); ErrNotFound if there is none. A node that does
-	// not hold it finds here the node that does.
-	ActiveSession(ctx context.Context, tenant, owner, name string) (SessionRow, error)
+	// (tenant, actor and owner); ErrNotFound if there is none. A node that
+	// does not hold it finds here the node that does.
+	ActiveSession(ctx context.Context, tenant, actor, owner, name string) (SessionRow, error)
 
 	// AddCommand records one finished (or abandoned) command of a session.
 	AddCommand(ctx context.Context, c CommandRow) error
@@ -141,7 +141,7 @@ var (
 	// always comes with ErrUnavailable; agents see it as store_unavailable.
 	ErrSharedUnavailable = errors.New("shared store unavailable")
 	// ErrNameTaken means another node already holds an active session of
-	// that name for the same caller.
+	// that name for the same caller (tenant, actor and owner).
 	ErrNameTaken = errors.New("an active session already has that name")
 )
 
@@ -197,7 +197,8 @@ type SessionRow struct {
 	ID         string
 	Name       string
 	Tenant     string
-	Owner      string // the caller that created it (a connection or a claim's actor)
+	Actor      string // the claim's actor that created it; "" over stdio
+	Owner      string // the caller's connection (stdio) or the claim's sid, as "sid:…"
 	InstanceID string // the process holding its shell
 	Target     string
 	Kind       string // "ssh" or "local"

@@ -100,15 +100,16 @@ func TestActiveNamesUnique(t *testing.T) {
 		mustNil(t, db.RegisterInstance(ctx, store.Instance{ID: id, StartedAt: now}))
 	}
 	h := sha256.Sum256([]byte("tok"))
-	row := func(id, inst, owner string) store.SessionRow {
-		return store.SessionRow{ID: id, Name: "dev", Tenant: "t", Owner: owner, InstanceID: inst, Target: "x", Kind: "local",
+	row := func(id, inst, actor, owner string) store.SessionRow {
+		return store.SessionRow{ID: id, Name: "dev", Tenant: "t", Actor: actor, Owner: owner, InstanceID: inst, Target: "x", Kind: "local",
 			TokenHash: h[:], CreatedAt: now}
 	}
-	mustNil(t, db.CreateSession(ctx, row("s1", "a", "sid:1")))
-	if err := db.CreateSession(ctx, row("s2", "b", "sid:1")); !errors.Is(err, store.ErrNameTaken) {
+	mustNil(t, db.CreateSession(ctx, row("s1", "a", "alice", "sid:1")))
+	if err := db.CreateSession(ctx, row("s2", "b", "alice", "sid:1")); !errors.Is(err, store.ErrNameTaken) {
 		t.Fatalf("second active dev of one caller: err = %v; want ErrNameTaken", err)
 	}
-	mustNil(t, db.CreateSession(ctx, row("s3", "b", "sid:2"))) // another caller's name
+	mustNil(t, db.CreateSession(ctx, row("s3", "b", "alice", "sid:2"))) // another caller's name
+	mustNil(t, db.CreateSession(ctx, row("s5", "b", "bob", "sid:1")))   // another actor with the same sid
 	mustNil(t, db.EndSession(ctx, "s1", "disconnect", now))
-	mustNil(t, db.CreateSession(ctx, row("s4", "b", "sid:1")))
+	mustNil(t, db.CreateSession(ctx, row("s4", "b", "alice", "sid:1")))
 }

@@ -176,7 +176,7 @@ func TestOutageAndRecovery(t *testing.T) {
 	calls := map[string]func() error{
 		"Heartbeat":        func() error { return st.Heartbeat(ctx, "i", time.Now()) },
 		"ActiveSessions":   func() error { _, err := st.ActiveSessions(ctx); return err },
-		"ActiveSessionsOf": func() error { _, err := st.ActiveSessionsOf(ctx, "t", "o"); return err },
+		"ActiveSessionsOf": func() error { _, err := st.ActiveSessionsOf(ctx, "t", "a", "o"); return err },
 		"AppendAudit":      func() error { _, err := st.AppendAudit(ctx, link("during", 0)); return err },
 		"ScanAudit":        func() error { return st.ScanAudit(ctx, func(store.AuditRecord) error { return nil }) },
 		"Writable":         func() error { return st.Writable(ctx) },

@@ -74,7 +74,7 @@ func TestMigrations(t *testing.T) {
 	ctx := context.Background()
 	url := testenv.Postgres(t)
 	db := open(t, url)
-	const latest = 2 // migrations/0002_cluster.sql
+	const latest = 3 // migrations/0003_session_actor.sql
 	if v, err := db.SchemaVersion(ctx); err != nil || v != latest {
 		t.Fatalf("schema version = %d, %v; want %d", v, err, latest)
 	}
@@ -277,5 +277,51 @@ func mustNil(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMigrateSessionActor: a store written by the version before the
+// directory knew actors is migrated in place. Its rows read back with no
+// actor; each actor then has its own names, and one actor's are unique.
+func TestMigrateSessionActor(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.Postgres(t)
+	conn := raw(t, url)
+	_, err := conn.Exec(ctx, `CREATE TABLE schema_version (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)`)
+	mustNil(t, err)
+	for i, f := range []string{"0001_init.sql", "0002_cluster.sql"} {
+		sql, err := os.ReadFile("migrations/" + f)
+		mustNil(t, err)
+		_, err = conn.Exec(ctx, string(sql))
+		mustNil(t, err)
+		_, err = conn.Exec(ctx, `INSERT INTO schema_version VALUES ($1, $2, now())`, i+1, f)
+		mustNil(t, err)
+	}
+	_, err = conn.Exec(ctx, `INSERT INTO instances (id, pid, host, started_at, heartbeat_at, url) VALUES ('a', 1, 'h', now(), now(), '')`)
+	mustNil(t, err)
+	_, err = conn.Exec(ctx, `INSERT INTO sessions (id, name, tenant, owner, instance_id, target, kind, host, port, username, token_hash, status, created_at)
+		VALUES ('old', 'dev', 't', 'sid:1', 'a', 'x', 'local', '', 0, '', $1, 'active', now())`, make([]byte, 32))
+	mustNil(t, err)
+
+	db := open(t, url)
+	if v, err := db.SchemaVersion(ctx); err != nil || v != 3 {
+		t.Fatalf("schema version after migrating = %d, %v; want 3", v, err)
+	}
+	if old, err := db.Session(ctx, "old"); err != nil || old.Actor != "" || old.Owner != "sid:1" || old.Status != store.StatusActive {
+		t.Fatalf("the session written before = %+v, %v", old, err)
+	}
+	row := func(id, actor string) store.SessionRow {
+		return store.SessionRow{ID: id, Name: "dev", Tenant: "t", Actor: actor, Owner: "sid:1", InstanceID: "a",
+			Target: "x", Kind: "local", TokenHash: make([]byte, 32), CreatedAt: time.Now()}
+	}
+	mustNil(t, db.CreateSession(ctx, row("alice1", "alice")))
+	mustNil(t, db.CreateSession(ctx, row("bob1", "bob")))
+	if err := db.CreateSession(ctx, row("alice2", "alice")); !errors.Is(err, store.ErrNameTaken) {
+		t.Fatalf("alice's second active dev: %v; want ErrNameTaken", err)
+	}
+	for actor, want := range map[string]string{"alice": "alice1", "bob": "bob1", "": "old"} {
+		if got, err := db.ActiveSession(ctx, "t", actor, "sid:1", "dev"); err != nil || got.ID != want {
+			t.Errorf("ActiveSession(actor %q) = %s, %v; want %s", actor, got.ID, err, want)
+		}
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/tandem-sh/tandem/internal/store"
 )
 
-const sessionCols = `id, name, tenant, owner, instance_id, target, kind, host, port, username,
+const sessionCols = `id, name, tenant, actor, owner, instance_id, target, kind, host, port, username,
 	token_hash, status, created_at, ended_at, end_reason`
 
 // CreateSession implements [store.Store].
@@ -24,8 +24,8 @@ func (db *DB) CreateSession(ctx context.Context, r store.SessionRow) error {
 	}
 	err := db.tx(ctx, "store create session", func(ctx context.Context, tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO sessions (`+sessionCols+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'active', $12, NULL, '')`,
-			r.ID, r.Name, r.Tenant, r.Owner, r.InstanceID, r.Target, r.Kind, r.Host, r.Port, r.Username,
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'active', $13, NULL, '')`,
+			r.ID, r.Name, r.Tenant, r.Actor, r.Owner, r.InstanceID, r.Target, r.Kind, r.Host, r.Port, r.Username,
 			r.TokenHash, r.CreatedAt)
 		if err != nil {
 			return err
@@ -93,9 +93,9 @@ func (db *DB) FindEnded(ctx context.Context, tenant, name string) ([]store.Sessi
 
 // ActiveSessionsOf implements [store.Store]; the index of active names
 // serves it.
-func (db *DB) ActiveSessionsOf(ctx context.Context, tenant, owner string) ([]store.SessionRow, error) {
+func (db *DB) ActiveSessionsOf(ctx context.Context, tenant, actor, owner string) ([]store.SessionRow, error) {
 	return db.querySessions(ctx, "store active sessions of a caller", `SELECT `+sessionCols+` FROM sessions
-		WHERE tenant = $1 AND owner = $2 AND status = 'active' ORDER BY created_at, id`, tenant, owner)
+		WHERE tenant = $1 AND actor = $2 AND owner = $3 AND status = 'active' ORDER BY created_at, id`, tenant, actor, owner)
 }
 
 // ActiveSessions implements [store.Store].
@@ -128,7 +128,7 @@ func scanSessions(rows pgx.Rows) ([]store.SessionRow, error) {
 			r     store.SessionRow
 			ended *time.Time
 		)
-		if err := row.Scan(&r.ID, &r.Name, &r.Tenant, &r.Owner, &r.InstanceID, &r.Target, &r.Kind, &r.Host,
+		if err := row.Scan(&r.ID, &r.Name, &r.Tenant, &r.Actor, &r.Owner, &r.InstanceID, &r.Target, &r.Kind, &r.Host,
 			&r.Port, &r.Username, &r.TokenHash, &r.Status, &r.CreatedAt, &ended, &r.EndReason); err != nil {
 			return store.SessionRow{}, err
 		}
@@ -190,9 +190,9 @@ func (db *DB) Session(ctx context.Context, id string) (store.SessionRow, error) 
 }
 
 // ActiveSession implements [store.Store].
-func (db *DB) ActiveSession(ctx context.Context, tenant, owner, name string) (store.SessionRow, error) {
+func (db *DB) ActiveSession(ctx context.Context, tenant, actor, owner, name string) (store.SessionRow, error) {
 	return db.oneSession(ctx, "store active session", `SELECT `+sessionCols+` FROM sessions
-		WHERE tenant = $1 AND owner = $2 AND name = $3 AND status = 'active'`, tenant, owner, name)
+		WHERE tenant = $1 AND actor = $2 AND owner = $3 AND name = $4 AND status = 'active'`, tenant, actor, owner, name)
 }
 
 // oneSession runs a query for at most one session; ErrNotFound if none.

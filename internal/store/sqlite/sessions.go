@@ -12,7 +12,7 @@ import (
 	"github.com/tandem-sh/tandem/internal/store"
 )
 
-const sessionCols = `id, name, tenant, owner, instance_id, target, kind, host, port, username,
+const sessionCols = `id, name, tenant, actor, owner, instance_id, target, kind, host, port, username,
 	token_hash, status, created_at, ended_at, end_reason`
 
 // CreateSession implements [store.Store].
@@ -22,8 +22,8 @@ func (s *DB) CreateSession(ctx context.Context, r store.SessionRow) error {
 	}
 	return s.write(ctx, "store create session", func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, NULL, '')`,
-			r.ID, r.Name, r.Tenant, r.Owner, r.InstanceID, r.Target, r.Kind, r.Host, r.Port, r.Username,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, NULL, '')`,
+			r.ID, r.Name, r.Tenant, r.Actor, r.Owner, r.InstanceID, r.Target, r.Kind, r.Host, r.Port, r.Username,
 			r.TokenHash, fmtTime(r.CreatedAt))
 		return err
 	})
@@ -81,9 +81,9 @@ func (s *DB) FindEnded(ctx context.Context, tenant, name string) ([]store.Sessio
 }
 
 // ActiveSessionsOf implements [store.Store].
-func (s *DB) ActiveSessionsOf(ctx context.Context, tenant, owner string) ([]store.SessionRow, error) {
+func (s *DB) ActiveSessionsOf(ctx context.Context, tenant, actor, owner string) ([]store.SessionRow, error) {
 	return s.querySessions(ctx, "store active sessions of a caller", `SELECT `+sessionCols+` FROM sessions
-		WHERE tenant = ? AND owner = ? AND status = 'active' ORDER BY created_at, id`, tenant, owner)
+		WHERE tenant = ? AND actor = ? AND owner = ? AND status = 'active' ORDER BY created_at, id`, tenant, actor, owner)
 }
 
 // ActiveSessions implements [store.Store].
@@ -115,7 +115,7 @@ func scanSessions(rows *sql.Rows) ([]store.SessionRow, error) {
 			created string
 			ended   sql.NullString
 		)
-		if err := rows.Scan(&r.ID, &r.Name, &r.Tenant, &r.Owner, &r.InstanceID, &r.Target, &r.Kind, &r.Host,
+		if err := rows.Scan(&r.ID, &r.Name, &r.Tenant, &r.Actor, &r.Owner, &r.InstanceID, &r.Target, &r.Kind, &r.Host,
 			&r.Port, &r.Username, &r.TokenHash, &r.Status, &created, &ended, &r.EndReason); err != nil {
 			return nil, err
 		}
@@ -192,9 +192,9 @@ func (s *DB) Session(ctx context.Context, id string) (store.SessionRow, error) {
 }
 
 // ActiveSession implements [store.Store].
-func (s *DB) ActiveSession(ctx context.Context, tenant, owner, name string) (store.SessionRow, error) {
+func (s *DB) ActiveSession(ctx context.Context, tenant, actor, owner, name string) (store.SessionRow, error) {
 	return s.oneSession(ctx, "store active session", `SELECT `+sessionCols+` FROM sessions
-		WHERE tenant = ? AND owner = ? AND name = ? AND status = 'active' ORDER BY created_at DESC LIMIT 1`, tenant, owner, name)
+		WHERE tenant = ? AND actor = ? AND owner = ? AND name = ? AND status = 'active' ORDER BY created_at DESC LIMIT 1`, tenant, actor, owner, name)
 }
 
 // oneSession runs a query for at most one session; ErrNotFound if none.

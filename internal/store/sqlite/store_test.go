@@ -81,7 +81,7 @@ func TestStoreMigrations(t *testing.T) {
 		t.Fatal(err)
 	}
 	st = openStore(t, dir)
-	const latest = 5 // migrations/0005_cluster.sql
+	const latest = 6 // migrations/0006_session_actor.sql
 	if v, err := st.SchemaVersion(ctx); err != nil || v != latest {
 		t.Fatalf("schema version = %d, %v; want %d", v, err, latest)
 	}
@@ -112,5 +112,46 @@ func mustNil(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMigrateSessionActor: a data dir written by the version before the
+// directory knew actors is migrated in place; its rows read back with no
+// actor, and each actor then finds only its own.
+func TestMigrateSessionActor(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "state")
+	mustNil(t, os.MkdirAll(dir, 0o700))
+	db := rawDB(t, dir)
+	_, err := db.Exec(`CREATE TABLE schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`)
+	mustNil(t, err)
+	files, err := filepath.Glob("migrations/000[1-5]_*.sql")
+	mustNil(t, err)
+	for i, f := range files {
+		sql, err := os.ReadFile(f)
+		mustNil(t, err)
+		_, err = db.Exec(string(sql))
+		mustNil(t, err)
+		_, err = db.Exec(`INSERT INTO schema_version VALUES (?, ?, '')`, i+1, filepath.Base(f))
+		mustNil(t, err)
+	}
+	st := openStore(t, dir)
+	mustNil(t, st.RegisterInstance(ctx, store.Instance{ID: "a", PID: 1, Host: "h", StartedAt: t0}))
+	_, err = db.Exec(`INSERT INTO sessions (id, name, tenant, owner, instance_id, target, kind, host, port, username, token_hash, status, created_at)
+		VALUES ('old', 'dev', 't', 'sid:1', 'a', 'x', 'local', '', 0, '', zeroblob(32), 'active', '2026-03-01T11:00:00.123456789Z')`)
+	mustNil(t, err)
+	if v, err := st.SchemaVersion(ctx); err != nil || v != 6 {
+		t.Fatalf("schema version after migrating = %d, %v; want 6", v, err)
+	}
+	if old, err := st.Session(ctx, "old"); err != nil || old.Actor != "" || old.Owner != "sid:1" {
+		t.Fatalf("the session written before = %+v, %v", old, err)
+	}
+	mustNil(t, st.CreateSession(ctx, store.SessionRow{ID: "alice1", Name: "dev", Tenant: "t", Actor: "alice", Owner: "sid:1",
+		InstanceID: "a", Target: "x", Kind: "local", TokenHash: make([]byte, 32), CreatedAt: t0}))
+	for actor, want := range map[string]string{"alice": "alice1", "": "old", "bob": ""} {
+		got, err := st.ActiveSession(ctx, "t", actor, "sid:1", "dev")
+		if got.ID != want || (want == "" && !errors.Is(err, store.ErrNotFound)) {
+			t.Errorf("ActiveSession(actor %q) = %s, %v; want %q", actor, got.ID, err, want)
+		}
 	}
 }

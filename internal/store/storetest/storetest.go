@@ -192,7 +192,7 @@ func (s *suite) instances(t *testing.T) {
 func session(id, name, instance string, created time.Time) store.SessionRow {
 	h := sha256.Sum256([]byte("token-" + id))
 	return store.SessionRow{
-		ID: id, Name: name, Tenant: "default", Owner: "conn-" + instance, InstanceID: instance,
+		ID: id, Name: name, Tenant: "default", Actor: "alice", Owner: "conn-" + instance, InstanceID: instance,
 		Target: "local", Kind: "local", Host: "localhost", Port: 22, Username: "u",
 		TokenHash: h[:], CreatedAt: created,
 	}
@@ -217,9 +217,13 @@ func (s *suite) sessions(t *testing.T) {
 		session("s2", "ops", "dead", t0.Add(time.Second)),
 		session("s3", "dev", "alive", t0.Add(2*time.Second)),
 		session("s4", "dev", "dead", t0.Add(3*time.Second)),
+		session("s7", "dev", "alive", t0.Add(4*time.Second)),
 	}
 	rows[1].Name, rows[1].Username = "ops ☃ é", "ünï"
 	rows[3].Owner = "conn-other" // a caller's active names are unique
+	// Another actor whose tokens carry the same sid (owner) is another
+	// caller: its "dev" is its own.
+	rows[4].Actor, rows[4].Owner = "bob", "conn-dead"
 	for _, r := range rows {
 		mustNil(t, st.CreateSession(ctx, r))
 	}
@@ -238,19 +242,22 @@ func (s *suite) sessions(t *testing.T) {
 
 	active, err := st.ActiveSessions(ctx)
 	mustNil(t, err)
-	if ids(active) != "s1 s2 s3 s4" {
+	if ids(active) != "s1 s2 s3 s4 s7" {
 		t.Fatalf("active = %s; want oldest first", ids(active))
 	}
-	for _, tc := range []struct{ tenant, owner, want string }{
-		{"default", "conn-dead", "s1 s2"},
-		{"default", "conn-other", "s4"},
-		{"other", "conn-dead", ""}, // another tenant's owner of that name
-		{"default", "conn-nobody", ""},
+	for _, tc := range []struct{ tenant, actor, owner, want string }{
+		{"default", "alice", "conn-dead", "s1 s2"},
+		{"default", "bob", "conn-dead", "s7"},
+		{"default", "alice", "conn-other", "s4"},
+		{"default", "mallory", "conn-dead", ""}, // another actor with the same sid
+		{"default", "", "conn-dead", ""},
+		{"other", "alice", "conn-dead", ""}, // another tenant's owner of that name
+		{"default", "alice", "conn-nobody", ""},
 	} {
-		of, err := st.ActiveSessionsOf(ctx, tc.tenant, tc.owner)
+		of, err := st.ActiveSessionsOf(ctx, tc.tenant, tc.actor, tc.owner)
 		mustNil(t, err)
 		if ids(of) != tc.want {
-			t.Fatalf("ActiveSessionsOf(%s, %s) = %q; want %q", tc.tenant, tc.owner, ids(of), tc.want)
+			t.Fatalf("ActiveSessionsOf(%s, %s, %s) = %q; want %q", tc.tenant, tc.actor, tc.owner, ids(of), tc.want)
 		}
 	}
 	want := rows[0]
@@ -267,20 +274,22 @@ func (s *suite) sessions(t *testing.T) {
 		t.Errorf("non-ASCII text came back as %q, %q", active[1].Name, active[1].Username)
 	}
 
-	for _, tc := range []struct{ tenant, owner, name, want string }{
-		{"default", "conn-dead", "dev", "s1"},
-		{"default", "conn-other", "dev", "s4"},
-		{"default", "conn-alive", "dev", "s3"},
-		{"default", "conn-dead", rows[1].Name, "s2"},
-		{"other", "conn-dead", "dev", ""},
-		{"default", "conn-nobody", "dev", ""},
+	for _, tc := range []struct{ tenant, actor, owner, name, want string }{
+		{"default", "alice", "conn-dead", "dev", "s1"},
+		{"default", "bob", "conn-dead", "dev", "s7"},
+		{"default", "mallory", "conn-dead", "dev", ""},
+		{"default", "alice", "conn-other", "dev", "s4"},
+		{"default", "alice", "conn-alive", "dev", "s3"},
+		{"default", "alice", "conn-dead", rows[1].Name, "s2"},
+		{"other", "alice", "conn-dead", "dev", ""},
+		{"default", "alice", "conn-nobody", "dev", ""},
 	} {
-		got, err := st.ActiveSession(ctx, tc.tenant, tc.owner, tc.name)
+		got, err := st.ActiveSession(ctx, tc.tenant, tc.actor, tc.owner, tc.name)
 		switch {
 		case tc.want == "" && !errors.Is(err, store.ErrNotFound):
-			t.Errorf("ActiveSession(%s, %s, %s) = %+v, %v; want ErrNotFound", tc.tenant, tc.owner, tc.name, got, err)
+			t.Errorf("ActiveSession(%s, %s, %s, %s) = %+v, %v; want ErrNotFound", tc.tenant, tc.actor, tc.owner, tc.name, got, err)
 		case tc.want != "" && (err != nil || got.ID != tc.want || got.InstanceID == ""):
-			t.Errorf("ActiveSession(%s, %s, %s) = %+v, %v; want %s", tc.tenant, tc.owner, tc.name, got, err, tc.want)
+			t.Errorf("ActiveSession(%s, %s, %s, %s) = %+v, %v; want %s", tc.tenant, tc.actor, tc.owner, tc.name, got, err, tc.want)
 		}
 	}
 	if one, err := st.Session(ctx, "s3"); err != nil || one.ID != "s3" || one.InstanceID != "alive" || one.Status != store.StatusActive {
@@ -316,10 +325,10 @@ func (s *suite) sessions(t *testing.T) {
 
 	active, err = st.ActiveSessions(ctx)
 	mustNil(t, err)
-	if ids(active) != "s3" {
-		t.Fatalf("active after reaping = %s; want s3 (the live instance's)", ids(active))
+	if ids(active) != "s3 s7" {
+		t.Fatalf("active after reaping = %s; want s3 s7 (the live instance's)", ids(active))
 	}
-	if of, err := st.ActiveSessionsOf(ctx, "default", "conn-dead"); err != nil || len(of) != 0 {
+	if of, err := st.ActiveSessionsOf(ctx, "default", "alice", "conn-dead"); err != nil || len(of) != 0 {
 		t.Fatalf("ActiveSessionsOf after reaping = %s, %v; want none", ids(of), err)
 	}
 	for _, tc := range []struct{ tenant, name, want string }{
@@ -343,7 +352,7 @@ func (s *suite) sessions(t *testing.T) {
 	if one, err := st.Session(ctx, "s4"); err != nil || one.Status != store.StatusEnded || one.EndReason != "disconnect" {
 		t.Errorf("Session(s4) = %+v, %v; want ended by disconnect", one, err)
 	}
-	if _, err := st.ActiveSession(ctx, "default", "conn-other", "dev"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.ActiveSession(ctx, "default", "alice", "conn-other", "dev"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("ActiveSession finds ended s4: %v", err)
 	}
 }
