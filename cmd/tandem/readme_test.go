@@ -94,6 +94,23 @@ func TestREADMEConfigsLoad(t *testing.T) {
 // loadREADMEConfig writes text as a tandem.yaml whose paths live under a
 // scratch root, creates what they name, and loads it.
 func loadREADMEConfig(t *testing.T, text string) {
+	p, home := materializeConfig(t, text)
+	if _, err := config.Load(p, home); err != nil {
+		t.Fatalf("the README's config does not load as written: %v\n%s", err, text)
+	}
+}
+
+// writeREADMEConfig is materializeConfig's file, for a tandem to serve.
+func writeREADMEConfig(t *testing.T, text string) string {
+	p, _ := materializeConfig(t, text)
+	return p
+}
+
+// materializeConfig writes text as root/etc/tandem/tandem.yaml, with the
+// files and directories it names created under the scratch root, and
+// returns the file and the scratch home.
+func materializeConfig(t *testing.T, text string) (path, scratchHome string) {
+	t.Helper()
 	root := t.TempDir()
 	home := filepath.Join(root, "home", "you")
 	cfgDir := filepath.Join(root, "etc", "tandem")
@@ -138,9 +155,7 @@ func loadREADMEConfig(t *testing.T, text string) {
 	if err := os.WriteFile(p, out, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := config.Load(p, home); err != nil {
-		t.Fatalf("the README's config does not load as written: %v\n%s", err, text)
-	}
+	return p, home
 }
 
 // materialize creates what a config value names under the scratch root
