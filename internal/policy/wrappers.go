@@ -582,7 +582,9 @@ func runuserArgv(argv []word, k int) unwrapped {
 		switch {
 		case a.s == "--":
 			return runs(argv, k+1)
-		case a.s == "-c" || a.s == "--command" || strings.HasPrefix(a.s, "--command="):
+		case a.s == "--command" || strings.HasPrefix(a.s, "--command=") || a.s == "--session-command" ||
+			strings.HasPrefix(a.s, "--session-command=") ||
+			len(a.s) > 1 && a.s[0] == '-' && a.s[1] != '-' && strings.ContainsAny(a.s, "cC"):
 			return unwrapSu(nil, append([]word{argv[0]}, argv[k:]...))
 		case a.s == "-g" || a.s == "-G" || a.s == "-s" || a.s == "-w" || a.s == "--group" ||
 			a.s == "--supp-group" || a.s == "--shell" || a.s == "--whitelist-environment":
