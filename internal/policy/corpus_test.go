@@ -132,6 +132,8 @@ var benignLines = []string{
 	"if git diff --quiet; then echo clean; fi",
 	"for f in a b; do echo $f; done",
 	"echo 'if ! x; then' | git diff --no-index - /dev/null",
+	"[[ $# -eq 0 ]] && echo none",
+	"echo $(( $# + ${#HOME} ))",
 }
 
 // benignAnywhere are ordinary lines that a policy allowing their
@@ -158,6 +160,11 @@ var benignAnywhere = []string{
 	"git config --get core.editor",
 	"find . -name '*.go' -exec gofmt -l {} +",
 	"dd if=/dev/zero of=/tmp/x bs=1 count=1",
+	"while IFS= read -r line; do echo \"$line\"; done < f",
+	"IFS=, read -r a b <<< 'x,y'",
+	"sed -n -e 's/a/b/p' -e '/x/d' f",
+	"sed -E 's/(a)/\\1/g' f > out.txt",
+	"[[ $? -ne 0 ]] || echo ok",
 }
 
 // TestBenignLines: ordinary lines are still allowed by the example

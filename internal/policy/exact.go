@@ -152,14 +152,40 @@ func arithLiteral(x syntax.ArithmExpr) bool {
 	case nil:
 		return true
 	case *syntax.Word:
+		if len(x.Parts) != 1 {
+			return false
+		}
+		if p, ok := x.Parts[0].(*syntax.ParamExp); ok {
+			return numericParam(p)
+		}
 		l := x.Lit()
-		return l != "" && l[0] >= '0' && l[0] <= '9' && len(x.Parts) == 1
+		return l != "" && l[0] >= '0' && l[0] <= '9'
 	case *syntax.BinaryArithm:
 		return arithLiteral(x.X) && arithLiteral(x.Y)
 	case *syntax.UnaryArithm:
 		return arithLiteral(x.X)
 	case *syntax.ParenArithm:
 		return arithLiteral(x.X)
+	}
+	return false
+}
+
+// numericParam reports whether a parameter expansion is always a number
+// bash does not evaluate further: $#, $?, $$, $! and ${#name}.
+func numericParam(p *syntax.ParamExp) bool {
+	if p.Param == nil || p.Excl || p.Slice != nil || p.Repl != nil || p.Exp != nil || p.Names != 0 {
+		return false
+	}
+	if p.Length {
+		if p.Index == nil {
+			return true
+		}
+		w, ok := p.Index.(*syntax.Word)
+		return ok && (w.Lit() == "@" || w.Lit() == "*")
+	}
+	switch p.Param.Value {
+	case "#", "?", "$", "!":
+		return p.Index == nil
 	}
 	return false
 }
@@ -209,6 +235,16 @@ func numericWord(x syntax.TestExpr, src string) bool {
 	w, ok := x.(*syntax.Word)
 	if !ok {
 		return false
+	}
+	if arithLiteral(w) {
+		return true
+	}
+	if len(w.Parts) == 1 {
+		if dq, ok := w.Parts[0].(*syntax.DblQuoted); ok && len(dq.Parts) == 1 {
+			if p, ok := dq.Parts[0].(*syntax.ParamExp); ok && numericParam(p) {
+				return true
+			}
+		}
 	}
 	v := wordOf(w, src)
 	s := strings.TrimLeft(strings.TrimSpace(v.s), "+-")
@@ -313,7 +349,7 @@ func (c *collector) written(argv []word, w word) {
 	if w.hidden {
 		return
 	}
-	if w.lit {
+	if w.lit && !w.glob {
 		if sensitivePath(w.s) {
 			c.risky(argv, "writes to "+w.s+", which a shell or git runs or reads as configuration")
 		}
@@ -809,7 +845,7 @@ var codeOpts = map[string][]string{
 }
 
 // sshCodeOpts are ssh -o keys that run a local command.
-var sshCodeOpts = []string{"proxycommand", "localcommand", "permitlocalcommand", "knownhostscommand", "match"}
+var sshCodeOpts = []string{"proxycommand", "localcommand", "permitlocalcommand", "knownhostscommand", "match", "include"}
 
 // codeOptions judges the options in codeOpts, ssh -o keys, and the sed
 // commands that run or write (e, w, W), for the named command.
@@ -863,52 +899,102 @@ func (c *collector) codeOptions(name string, argv []word) {
 
 // sedRuns matches the sed commands and s/// flags that run a command (e)
 // or write a file (w, W) in a sed script; it errs towards matching.
-var sedRuns = regexp.MustCompile(`(^|[;{}\n!$0-9,/]|^\s*)\s*[ewW](\s|;|}|$)|/[gpiImM0-9]*[ewW][gpiImM0-9]*(\s|;|}|$)`)
+var sedRuns = regexp.MustCompile(`(^|[;{}\n!$0-9,/IM]|^\s*)\s*[ewW](\s|;|}|$)|/[gpiImM0-9]*[ewW][gpiImM0-9]*(\s|;|}|$)`)
 
 // sed judges sed: -i writes every file operand, and scripts with e, w or
-// W run commands or write files.
+// W run commands or write files; a script from a file (-f) is not known.
 func (c *collector) sed(argv []word) {
-	inPlace, script := false, false
+	inPlace, script, operands := false, false, false
 	var files []word
+	judge := func(w word) bool {
+		script = true
+		switch {
+		case !w.lit:
+			c.risky(argv, "has a script only known when it runs")
+		case sedRuns.MatchString(w.s):
+			c.risky(argv, "has a sed script that may run a command or write a file (e, w)")
+		default:
+			return true
+		}
+		return false
+	}
 	for i := 1; i < len(argv); i++ {
 		a := argv[i]
 		s := a.s
 		switch {
-		case !a.lit && !script:
-			c.risky(argv, "has a script only known when it runs")
+		case operands || !a.lit && !strings.HasPrefix(a.pre, "-") || a.lit && (s == "-" || !strings.HasPrefix(s, "-")):
+			if !script {
+				if !judge(a) {
+					return
+				}
+				continue
+			}
+			files = append(files, a)
+		case !a.lit:
+			c.risky(argv, "has an option only known when it runs")
 			return
-		case a.lit && (s == "-e" || s == "--expression" || s == "-f" || s == "--file") && i+1 < len(argv):
-			i++
-			script = true
-			if !argv[i].lit || s == "-f" || s == "--file" {
-				if s == "-f" || s == "--file" {
+		case s == "--":
+			operands = true
+		case strings.HasPrefix(s, "--"):
+			name, val, hasVal := strings.Cut(s[2:], "=")
+			switch name {
+			case "file":
+				c.risky(argv, "runs a sed script from a file, which may run commands")
+				return
+			case "expression":
+				w := word{s: val, pre: val, lit: true}
+				if !hasVal {
+					if i+1 >= len(argv) {
+						return
+					}
+					i++
+					w = argv[i]
+				}
+				if !judge(w) {
+					return
+				}
+			case "in-place":
+				inPlace = true
+			case "line-length":
+				if !hasVal {
+					i++
+				}
+			}
+		default:
+			// A bundle of short options: e and f take the rest or the
+			// next word, i and l the rest.
+			for j := 1; j < len(s); j++ {
+				ch := s[j]
+				if ch == 'i' {
+					inPlace = true
+					break
+				}
+				if ch == 'l' {
+					if j+1 == len(s) {
+						i++
+					}
+					break
+				}
+				if ch != 'e' && ch != 'f' {
+					continue
+				}
+				if ch == 'f' {
 					c.risky(argv, "runs a sed script from a file, which may run commands")
 					return
 				}
-				c.risky(argv, "has a script only known when it runs")
-				return
+				w := word{s: s[j+1:], pre: s[j+1:], lit: true}
+				if j+1 == len(s) {
+					if i+1 >= len(argv) {
+						return
+					}
+					i++
+					w = argv[i]
+				}
+				if !judge(w) {
+					return
+				}
+				break
 			}
-			if sedRuns.MatchString(argv[i].s) {
-				c.risky(argv, "has a sed script that may run a command or write a file (e, w)")
-				return
-			}
-		case a.lit && strings.HasPrefix(s, "--expression="):
-			script = true
-			if sedRuns.MatchString(s[len("--expression="):]) {
-				c.risky(argv, "has a sed script that may run a command or write a file (e, w)")
-				return
-			}
-		case a.lit && (s == "-i" || strings.HasPrefix(s, "--in-place") || strings.HasPrefix(s, "-i") || len(s) > 1 && s[0] == '-' && s[1] != '-' && strings.ContainsRune(s, 'i')):
-			inPlace = true
-		case a.lit && strings.HasPrefix(s, "-"):
-		case !script:
-			script = true
-			if sedRuns.MatchString(s) {
-				c.risky(argv, "has a sed script that may run a command or write a file (e, w)")
-				return
-			}
-		default:
-			files = append(files, a)
 		}
 	}
 	if inPlace {

@@ -164,6 +164,10 @@ func (c *collector) walk(n syntax.Node, src string, depth int) {
 		switch n := n.(type) {
 		case *syntax.CallExpr:
 			for _, a := range n.Assigns {
+				if a.Name != nil && a.Name.Value == "IFS" && len(n.Args) > 0 && readsInput(n.Args[0]) && a.Index == nil && a.Array == nil &&
+					(a.Value == nil || wordOf(a.Value, src).lit) {
+					continue // IFS= read -r line: splits only what read reads
+				}
 				c.assign(a, src)
 			}
 			if len(n.Args) > 0 {
@@ -222,6 +226,16 @@ func (c *collector) walk(n syntax.Node, src string, depth int) {
 		}
 		return true
 	})
+}
+
+// readsInput reports whether a command word is read, mapfile or
+// readarray, for which an IFS prefix only changes how input is split.
+func readsInput(w *syntax.Word) bool {
+	switch w.Lit() {
+	case "read", "mapfile", "readarray":
+		return true
+	}
+	return false
 }
 
 // simple judges one simple command's argv, unwrapping wrappers. parent is
