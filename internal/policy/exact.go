@@ -43,6 +43,8 @@ var execVars = map[string]bool{
 	"JAVA_TOOL_OPTIONS": true, "_JAVA_OPTIONS": true, "JDK_JAVA_OPTIONS": true, "DOTNET_STARTUP_HOOKS": true,
 	"TAR_OPTIONS": true, "MAKEFLAGS": true, "MFLAGS": true, "RSYNC_RSH": true, "RSYNC_CONNECT_PROG": true,
 	"CVS_RSH": true, "SSH_ASKPASS": true, "SUDO_ASKPASS": true, "TMUX": true,
+	"BASH_ALIASES": true, "BASH_CMDS": true, "MAIL": true, "MAILPATH": true, "MAILCHECK": true,
+	"HISTIGNORE": true, "HISTCONTROL": true, "TEXTDOMAIN": true, "TEXTDOMAINDIR": true,
 }
 
 // isExecVar reports whether assigning name can make a command that was
@@ -386,6 +388,16 @@ func literalTail(s string) string {
 
 // redirect judges a redirection that writes.
 func (c *collector) redirect(r *syntax.Redirect, src string) {
+	if r.N != nil && strings.HasPrefix(r.N.Value, "{") {
+		// {name}>file assigns the new fd's number to name.
+		name := strings.TrimSuffix(strings.TrimPrefix(r.N.Value, "{"), "}")
+		switch {
+		case isExecVar(name):
+			c.riskyNode(src, r, "sets "+name+", which the shell or a program executes")
+		case !isName(name):
+			c.riskyNode(src, r, "names a variable with a subscript, which bash evaluates as code")
+		}
+	}
 	if r.Word == nil || !isWrite(r) {
 		return
 	}
@@ -756,6 +768,11 @@ func (c *collector) git(argv []word, depth int) {
 			}
 		case name == "--exec-path" && hasVal:
 			c.risky(argv, "runs git's programs from another directory (--exec-path)")
+		case name == "--git-dir":
+			c.risky(argv, "uses another repository's configuration and hooks (--git-dir)")
+			if !hasVal {
+				i++
+			}
 		case gitGlobalVals[name] && !hasVal:
 			i++
 		}
@@ -842,6 +859,43 @@ var codeOpts = map[string][]string{
 	"fd":      {"-x", "--exec", "-X", "--exec-batch"},
 	"gdb":     {"-ex", "-x", "-iex", "-ix", "--eval-command", "--command", "--init-command", "--init-eval-command"},
 	"strace":  {"-o|", "-o!"},
+}
+
+// outputOpts are options of common commands whose value names a file
+// (or, for tar -C and unzip -d, a directory) the command writes.
+var outputOpts = map[string][]string{
+	"sort":  {"-o", "--output"},
+	"shuf":  {"-o", "--output"},
+	"curl":  {"-o", "--output"},
+	"wget":  {"-O", "--output-document", "-P", "--directory-prefix"},
+	"patch": {"-o", "--output"},
+	"tar":   {"-C", "--directory"},
+	"unzip": {"-d"},
+	"perl":  {"-i"},
+}
+
+// outputOptions judges the file or directory an output option names.
+func (c *collector) outputOptions(name string, argv []word) {
+	for i := 1; i < len(argv); i++ {
+		a := argv[i]
+		if !a.lit {
+			continue
+		}
+		for _, o := range outputOpts[name] {
+			switch {
+			case name == "perl" && strings.HasPrefix(a.s, "-i"):
+				// perl -i edits every file operand in place.
+				c.writtenArgs(argv, i+1)
+				return
+			case a.s == o && i+1 < len(argv):
+				c.written(argv, argv[i+1])
+			case strings.HasPrefix(a.s, o+"="):
+				c.written(argv, word{s: a.s[len(o)+1:], pre: a.s[len(o)+1:], lit: true})
+			case len(o) == 2 && len(a.s) > 2 && strings.HasPrefix(a.s, o) && a.s[1] != '-':
+				c.written(argv, word{s: a.s[2:], pre: a.s[2:], lit: true})
+			}
+		}
+	}
 }
 
 // sshCodeOpts are ssh -o keys that run a local command.

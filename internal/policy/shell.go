@@ -274,6 +274,9 @@ func (c *collector) simple(argv, parent []word, depth, wrappers int) {
 	if _, ok := codeOpts[name]; ok || name == "sed" || name == "gsed" || strings.HasPrefix(name, "vim") {
 		c.codeOptions(name, argv)
 	}
+	if _, ok := outputOpts[name]; ok {
+		c.outputOptions(name, argv)
+	}
 	switch name {
 	case "git":
 		c.add(item{argv: argv})
@@ -340,6 +343,11 @@ func (c *collector) findExec(argv []word, depth, wrappers int) {
 	for i := 1; i < len(argv); i++ {
 		switch argv[i].s {
 		case "-exec", "-execdir", "-ok", "-okdir":
+		case "-fprint", "-fprint0", "-fprintf", "-fls":
+			if i+1 < len(argv) {
+				c.written(argv, argv[i+1])
+			}
+			continue
 		default:
 			continue
 		}
