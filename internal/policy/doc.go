@@ -118,9 +118,14 @@
 //     a command word with glob characters fails closed.
 //   - Programs run code the parser never sees: interpreters (python -c,
 //     awk, perl), make, scripts run by file name, git hooks and config
-//     already in a repository, and files written by programs other than
-//     those listed above (an editor, a compiler, an archive extracted into
-//     .git/hooks).
+//     already in a repository (git -C dir, or cd into one, then git status
+//     runs that repository's core.fsmonitor), and files written by programs
+//     other than those listed above (an editor, a compiler, an archive
+//     extracted into .git/hooks).
+//   - Writes are judged on the path as written: a symlink made earlier, or
+//     a cd into .git followed by a write to config, is not seen.
+//   - ssh's remote command is judged as bash, whatever the remote user's
+//     shell is.
 //   - Words a wrapper reads at run time (xargs input) and words with
 //     expansions are treated as unknown.
 package policy
