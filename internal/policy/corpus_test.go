@@ -41,7 +41,7 @@ func loadCorpus(t testing.TB) []corpusEntry {
 		if !ok || kind != "ask" && kind != "rm" {
 			t.Fatalf("bad corpus line %q", l)
 		}
-		out = append(out, corpusEntry{line: strings.ReplaceAll(line, `\n`, "\n"), rm: kind == "rm"})
+		out = append(out, corpusEntry{line: strings.NewReplacer(`\n`, "\n", `\r`, "\r").Replace(line), rm: kind == "rm"})
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)

@@ -223,6 +223,11 @@ func (p *Policy) Decide(in Input) (v Verdict) {
 	if err != nil {
 		return p.failClosed(in.Tool, "parse error: "+err.Error())
 	}
+	if strings.ContainsRune(in.Command, '\r') {
+		// The parser reads a carriage return as a blank; bash reads it as
+		// part of a word.
+		c.risky([]word{{s: "\\r"}}, "is a carriage return, which bash reads as part of a word where the parser saw a blank")
+	}
 	if historyExpands(in.Command) {
 		// Bash expands history before it parses: with history expansion
 		// on, what runs is not what was judged.
