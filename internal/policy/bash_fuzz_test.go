@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // bashPrelude sets up the bash that a line runs in for
@@ -25,16 +27,18 @@ import (
 // redirections that write, no cd, no command names with a slash, no
 // enable) before the line runs through eval.
 const bashPrelude = `__l=$1; set --
-command_not_found_handle() { printf '%s\0%s\0' "$__nonce" "$1" >&3; return 127; }
-ulimit -v 1048576 -t 2 2>/dev/null
+command_not_found_handle() { printf '%s\0P%s\0' "$__nonce" "$1" >&3; return 127; }
+ulimit -v 1048576 -t 1 -f 4096 2>/dev/null
 enable -n kill history fc
 declare -r FUNCNEST=6 __nonce
-set -r
+set -rT
+trap '[[ ${FUNCNAME[0]-} == command_not_found_handle ]] || printf "%s\0D%s\0" "$__nonce" "$BASH_COMMAND" >&3' DEBUG
 eval "$__l"`
 
 // bashRan runs line in a real, restricted bash in dir and returns the
-// names of the programs it tried to start. ok is false when the line
-// may do something outside bash this harness does not contain (a
+// names of the programs it tried to start, and of the simple commands
+// (builtins and functions too) that its DEBUG trap saw. ok is false when
+// the line may do something outside bash this harness does not contain (a
 // background job, a /dev path), so it is not run.
 func bashRan(t *testing.T, bash, dir, line string) (names []string, ok bool) {
 	if len(line) > 1024 || strings.Contains(line, "/dev/") || strings.Contains(line, "&") && !onlyAndLists(line) {
@@ -52,7 +56,7 @@ func bashRan(t *testing.T, bash, dir, line string) (names []string, ok bool) {
 	defer os.Remove(log.Name())
 	defer log.Close()
 	empty := filepath.Join(dir, "path")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bash, "--norc", "--noprofile", "-c", bashPrelude, "bash", line)
 	cmd.Dir = filepath.Join(dir, "cwd")
@@ -74,11 +78,38 @@ func bashRan(t *testing.T, bash, dir, line string) (names []string, ok bool) {
 		t.Fatal(err)
 	}
 	for _, rec := range bytes.Split(out, []byte(nonce+"\x00")) {
-		if name, _, found := bytes.Cut(rec, []byte{0}); found {
-			names = append(names, string(name))
+		body, _, found := bytes.Cut(rec, []byte{0})
+		if !found || len(body) == 0 {
+			continue
+		}
+		switch body[0] {
+		case 'P': // a program bash looked for
+			names = append(names, string(body[1:]))
+		case 'D': // a command's text, as the DEBUG trap saw it
+			if bytes.IndexByte(body, 1) >= 0 {
+				continue // bash's own quoting (CTLESC) shows through $BASH_COMMAND
+			}
+			if name, ok := commandName(string(body[1:])); ok && name != "eval" {
+				names = append(names, name)
+			}
 		}
 	}
 	return names, true
+}
+
+// commandName returns the command word of a simple command's text
+// ($BASH_COMMAND), when it is one literal simple command.
+func commandName(text string) (string, bool) {
+	f, err := newParser().Parse(strings.NewReader(text), "")
+	if err != nil || len(f.Stmts) != 1 {
+		return "", false
+	}
+	call, ok := f.Stmts[0].Cmd.(*syntax.CallExpr)
+	if !ok || len(call.Args) == 0 {
+		return "", false
+	}
+	w := wordOf(call.Args[0], text)
+	return w.s, w.lit
 }
 
 // onlyAndLists reports whether every '&' in line is part of '&&', so the
@@ -189,12 +220,13 @@ func TestBashHarnessSeesHiddenCommands(t *testing.T) {
 		line string
 		want []string
 	}{
-		{"touch a; git status", []string{"touch", "git"}},
-		{"a='x[$(touch pwn)]'; echo $((a))", []string{"touch"}},
-		{"x='a[$(touch pwn)]'; : ${!x}", []string{"touch"}},
-		{"echo hi > out", nil},  // restricted: no write, and echo is a builtin
-		{"/bin/touch pwn", nil}, // restricted: no slash in a command name
-		{"kill -0 1", []string{"kill"}},
+		{"touch a; git status", []string{"touch", "touch", "git", "git"}},
+		{"a='x[$(touch pwn)]'; echo $((a))", []string{"echo", "touch", "touch"}},
+		{"x='a[$(touch pwn)]'; : ${!x}", []string{":", "touch", "touch"}},
+		{"echo hi > out", []string{"echo"}},        // restricted: no write
+		{"/bin/touch pwn", []string{"/bin/touch"}}, // restricted: no slash in a command name, so it does not run
+		{"kill -0 1", []string{"kill", "kill"}},
+		{"f() { printf x; }; f", []string{"f", "f", "printf"}},
 	}
 	for _, tc := range tests {
 		got, ok := bashRan(t, bash, dir, tc.line)
