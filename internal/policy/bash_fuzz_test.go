@@ -19,13 +19,15 @@ import (
 )
 
 // bashPrelude sets up the bash that a line runs in for
-// FuzzParserAgreesWithBash. PATH is an empty directory, so every program
-// the line starts is not found and command_not_found_handle logs its name
-// to fd 3 instead: nothing outside bash runs. Builtins that act outside
-// the shell (kill, history, fc) are disabled, FUNCNEST and ulimits bound
-// recursion, memory and CPU, and the shell is restricted (set -r: no
-// redirections that write, no cd, no command names with a slash, no
-// enable) before the line runs through eval.
+// FuzzParserAgreesWithBash. A DEBUG trap, inherited by functions and
+// subshells (set -T), logs the text of every simple command to fd 3. PATH
+// is an empty directory, so every program the line starts is not found
+// and command_not_found_handle logs its name instead: nothing outside
+// bash runs. Builtins that act outside the shell (kill, history, fc) are
+// disabled, FUNCNEST and ulimits bound recursion, memory, CPU and the log,
+// and the shell is restricted (set -r: no redirections that write, no cd,
+// no command names with a slash, no enable) before the line runs through
+// eval.
 const bashPrelude = `__l=$1; set --
 command_not_found_handle() { printf '%s\0P%s\0' "$__nonce" "$1" >&3; return 127; }
 ulimit -v 1048576 -t 1 -f 4096 2>/dev/null
@@ -137,8 +139,8 @@ func parserNames(line string) map[string]bool {
 
 // FuzzParserAgreesWithBash runs each line the policy would allow (mode
 // allow, no rules: only what cannot be judged asks) in a real bash, and
-// checks that every program bash tried to start is a command the parser
-// saw. A line the parser fails closed on is not run: asking is already
+// checks that every simple command bash ran, and every program it tried
+// to start, is a command the parser saw. A line the parser fails closed on is not run: asking is already
 // the right answer for it.
 func FuzzParserAgreesWithBash(f *testing.F) {
 	bash, err := exec.LookPath("bash")
