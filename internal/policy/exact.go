@@ -263,7 +263,8 @@ func (c *collector) varTest(u *syntax.UnaryTest, src string) {
 	c.riskyNode(src, u, "tests a variable whose name or subscript bash evaluates as code")
 }
 
-// writeOps are redirections that write to their target.
+// isWrite reports whether a redirection writes to its target: >&word
+// writes to a file unless word is a file descriptor or -.
 func isWrite(r *syntax.Redirect) bool {
 	switch r.Op {
 	case syntax.RdrOut, syntax.AppOut, syntax.RdrInOut, syntax.RdrClob, syntax.RdrAll, syntax.AppAll:
@@ -416,7 +417,11 @@ var fileWriters = map[string]bool{
 // writtenArgs judges every operand of a command that writes files, and
 // the values of its options given as --opt=value.
 func (c *collector) writtenArgs(argv []word, from int) {
+	n := len(c.items)
 	for _, a := range argv[from:] {
+		if len(c.items) > n {
+			return // one finding per command is enough
+		}
 		if a.lit && strings.HasPrefix(a.s, "-") {
 			if _, v, ok := strings.Cut(a.s, "="); ok {
 				c.written(argv, word{s: v, pre: v, lit: true})
@@ -424,13 +429,8 @@ func (c *collector) writtenArgs(argv []word, from int) {
 			continue
 		}
 		c.written(argv, a)
-		if len(c.items) > 0 && c.items[len(c.items)-1].why == whyShell && sameArgv(c.items[len(c.items)-1].argv, argv) {
-			return // one finding per command is enough
-		}
 	}
 }
-
-func sameArgv(a, b []word) bool { return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0]) }
 
 // historyExpands reports whether bash with history expansion on would
 // change the line: a '!' that starts a history designator, outside single
@@ -705,7 +705,6 @@ func (c *collector) nameArgs(name string, argv []word) {
 	}
 }
 
-// gitConfigKeys are git -c keys; any git -c asks, but these are named.
 // gitCodeOpts are git subcommand options that run a program or a script
 // they are given.
 var gitCodeOpts = map[string][]string{

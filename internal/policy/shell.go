@@ -292,9 +292,6 @@ func (c *collector) simple(argv, parent []word, depth, wrappers int) {
 		c.add(item{argv: argv})
 		c.findExec(argv, depth, wrappers)
 		return
-	case "trap":
-		c.trap(argv, depth)
-		return
 	}
 	un, ok := wrapperFuncs[name]
 	if !ok {
