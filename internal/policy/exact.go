@@ -897,6 +897,38 @@ func (c *collector) outputOptions(name string, argv []word) {
 	}
 }
 
+// envValueOpts are wrapper options whose value is a NAME=VALUE put in the
+// environment of the command the wrapper runs.
+var envValueOpts = map[string][]string{
+	"systemd-run": {"-E", "--setenv"},
+	"strace":      {"-E", "--env"},
+	"firejail":    {"--env"},
+}
+
+// envOptions judges the NAME=VALUE values of a wrapper's envValueOpts.
+func (c *collector) envOptions(name string, argv []word) {
+	for i := 1; i < len(argv); i++ {
+		a := argv[i]
+		if !a.lit {
+			continue
+		}
+		for _, o := range envValueOpts[name] {
+			switch {
+			case a.s == o && i+1 < len(argv):
+				if !argv[i+1].lit {
+					c.risky(argv, "sets an environment variable only known when it runs")
+					return
+				}
+				c.envVar(argv, argv[i+1].s)
+			case strings.HasPrefix(a.s, o+"="):
+				c.envVar(argv, a.s[len(o)+1:])
+			case len(o) == 2 && len(a.s) > 2 && strings.HasPrefix(a.s, o) && a.s[1] != '-':
+				c.envVar(argv, a.s[2:])
+			}
+		}
+	}
+}
+
 // sshCodeOpts are ssh -o keys that run a local command.
 var sshCodeOpts = []string{"proxycommand", "localcommand", "permitlocalcommand", "knownhostscommand", "match", "include"}
 

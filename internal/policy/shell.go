@@ -277,6 +277,9 @@ func (c *collector) simple(argv, parent []word, depth, wrappers int) {
 	if _, ok := outputOpts[name]; ok {
 		c.outputOptions(name, argv)
 	}
+	if _, ok := envValueOpts[name]; ok {
+		c.envOptions(name, argv)
+	}
 	switch name {
 	case "git":
 		c.add(item{argv: argv})
