@@ -38,7 +38,8 @@
 //   - History expansion: a '!' that starts a history designator outside
 //     single quotes, or a line starting with '^'. tandem's shells run with
 //     set +H; this is defence in depth.
-//   - Assignments, alone, before a command, through env or sudo, with
+//   - Assignments, alone, before a command, through env, sudo,
+//     systemd-run -E, strace -E or firejail --env, with
 //     export/declare/typeset/local/readonly, or by read, mapfile, printf -v,
 //     getopts, wait -p and for, to variables that make the shell or a
 //     program run code or read configuration: PROMPT_COMMAND, PS0–PS4,
@@ -47,8 +48,10 @@
 //     GIT_*, BASH_FUNC_*, PAGER, *_PAGER, *EDITOR, VISUAL, BROWSER,
 //     *_ASKPASS, LESSOPEN, LESSCLOSE, PERL5OPT, PERL5LIB, PYTHONSTARTUP,
 //     PYTHONPATH, PYTHONHOME, RUBYOPT, NODE_OPTIONS, NODE_PATH,
-//     JAVA_TOOL_OPTIONS, TAR_OPTIONS, MAKEFLAGS, RSYNC_RSH, NPM_CONFIG_*
-//     and a few more (execVars).
+//     JAVA_TOOL_OPTIONS, TAR_OPTIONS, MAKEFLAGS, RSYNC_RSH, NPM_CONFIG_*,
+//     BASH_ALIASES, BASH_CMDS, MAILPATH and a few more (execVars); also
+//     {name}> redirections that assign them. IFS=value before read,
+//     mapfile or readarray is allowed: it only splits what they read.
 //   - Words bash evaluates as code: arithmetic ($((…)), ((…)), let, for
 //     ((…)), $[…], [[ -eq … ]], ${x:off:len}) on anything but numbers,
 //     subscripts that are not numbers (a[i]=, ${a[i]}, ([i]=v)), ${!x},
