@@ -65,6 +65,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzOutput -fuzztime 30s ./internal/recording/
 	$(GO) test -run '^$$' -fuzz FuzzVerify -fuzztime 30s ./internal/claim/
 	$(GO) test -run '^$$' -fuzz FuzzDecide -fuzztime 30s ./internal/policy/
+	$(GO) test -run '^$$' -fuzz FuzzParserAgreesWithBash -fuzztime 30s ./internal/policy/
 	$(GO) test -run '^$$' -fuzz FuzzRoute -fuzztime 30s ./internal/cluster/
 	$(GO) test -run '^$$' -fuzz FuzzAppend -fuzztime 30s ./internal/jsonstr/
 

@@ -82,7 +82,7 @@ var resultSchema = object("The command's result. Output streams share one inline
 		"interruptKey":    typed("string", "The key that interrupted it: Ctrl-C, Ctrl-Z or Ctrl-\\."),
 		"interruptSignal": schema{"type": "string", "enum": []string{"SIGTERM", "SIGKILL"}, "description": "When Ctrl-C was not enough: the signal that ended it."},
 		"interruptViewer": typed("string", "Who pressed the key, when a human did."),
-		"shellRepaired":   arrayOf("What the command broke of tandem's shell integration, which tandem put back before the next command: prompt_command, history, emacs, vi, monitor.", typed("string", "One repair.")),
+		"shellRepaired":   arrayOf("What the command broke of tandem's shell integration, which tandem put back before the next command: prompt_command, history, emacs, vi, monitor, histexpand, interactive_comments.", typed("string", "One repair.")),
 	}, streamFields("stdout"), streamFields("stderr")))
 
 var userCommandSchema = object("A command the human ran in the browser terminal.",

@@ -7,12 +7,80 @@
 // Bash) the command is parsed as bash, not string-matched: every simple
 // command in it is found (after &&, ||, ;, pipes, inside subshells, blocks,
 // $(…), backticks, <(…), redirect targets, assignments, function bodies,
-// conditions and loops), common wrappers are unwrapped (sudo, doas, env,
-// nice, timeout, nohup, time, command, builtin, exec, xargs, stdbuf, ionice,
-// chrt, taskset, setsid, su -c, and bash/sh/dash/zsh/ksh -c with the
-// script parsed in turn), find -exec and trap handlers are judged too, and
-// each simple command is judged on its own. The whole is the strictest of
-// its parts, so one denied command denies the command line.
+// conditions and loops), wrappers are unwrapped and what they run is
+// judged in turn, find -exec, trap handlers, alias values and git -c
+// alias.x=!… scripts are judged too, and each simple command is judged on
+// its own. The whole is the strictest of its parts, so one denied command
+// denies the command line.
+//
+// The wrappers: sudo, doas, su -c, runuser, pkexec, env (and env -S),
+// nice, nohup, timeout, time, command, builtin, exec, xargs, stdbuf,
+// ionice, chrt, taskset, setsid, chroot, flock, setpriv, unshare, script
+// -c, scriptlive, nsenter, setarch (linux32, linux64, …), prlimit, runcon,
+// uclampset, choom, enosys, pipesz, watch, parallel and sem (GNU and
+// moreutils), chronic, ifne, lckdo, pee, mispipe, zrun, numactl, cgexec,
+// firejail, faketime, catchsegv, valgrind, strace, ltrace, gdb --args,
+// busybox, dbus-run-session, systemd-run, sg, entr, hyperfine, xvfb-run,
+// fakeroot, eatmydata, torsocks, proxychains, unbuffer, sshpass, ccache,
+// distcc, caffeinate, ssh host cmd (the command is judged as a script),
+// and bash/sh/dash/zsh/ksh/mksh/ash -c with the script parsed in turn.
+// Their options are known in full: an option a wrapper does not know, or
+// one that is not a literal, fails closed. What starts a shell that reads
+// its input (ssh host, su, script, unshare, chroot, nsenter, newgrp, sudo
+// -i, curl … | sh), or runs what cannot be judged here (expect, bwrap,
+// rlwrap, tmux and screen with arguments, at, batch, direnv exec), fails
+// closed.
+//
+// What bash runs must be what was judged, so these ask (or stay denied
+// under a deny rule or mode) even when everything else on the line is
+// allowed:
+//
+//   - History expansion: a '!' that starts a history designator outside
+//     single quotes, or a line starting with '^'. tandem's shells run with
+//     set +H; this is defence in depth.
+//   - Assignments, alone, before a command, through env, sudo,
+//     systemd-run -E, strace -E or firejail --env, with
+//     export/declare/typeset/local/readonly, or by read, mapfile, printf -v,
+//     getopts, wait -p and for, to variables that make the shell or a
+//     program run code or read configuration: PROMPT_COMMAND, PS0–PS4,
+//     BASH_ENV, ENV, PATH, IFS, SHELLOPTS, BASHOPTS, CDPATH, HOME,
+//     XDG_CONFIG_HOME, SHELL, histchars, HISTFILE, INPUTRC, LD_*, DYLD_*,
+//     GIT_*, BASH_FUNC_*, PAGER, *_PAGER, *EDITOR, VISUAL, BROWSER,
+//     *_ASKPASS, LESSOPEN, LESSCLOSE, PERL5OPT, PERL5LIB, PYTHONSTARTUP,
+//     PYTHONPATH, PYTHONHOME, RUBYOPT, NODE_OPTIONS, NODE_PATH,
+//     JAVA_TOOL_OPTIONS, TAR_OPTIONS, MAKEFLAGS, RSYNC_RSH, NPM_CONFIG_*,
+//     BASH_ALIASES, BASH_CMDS, MAILPATH and a few more (execVars); also
+//     {name}> redirections that assign them. IFS=value before read,
+//     mapfile or readarray is allowed: it only splits what they read.
+//   - Words bash evaluates as code: arithmetic ($((…)), ((…)), let, for
+//     ((…)), $[…], [[ -eq … ]], ${x:off:len}) on anything but numbers,
+//     subscripts that are not numbers (a[i]=, ${a[i]}, ([i]=v)), ${!x},
+//     ${x@P}, [[ -v ]] and test -v on anything but a plain name,
+//     declare/typeset/local with -i or -n or from a word that is not a
+//     literal, names with subscripts given to read, printf -v, unset,
+//     mapfile, getopts and wait -p, and mapfile -C.
+//   - Builtins that change what later lines run or how they are read:
+//     shopt, set with options other than -e -u -x -v -f -C and -o
+//     errexit/nounset/xtrace/verbose/noglob/noclobber/pipefail, enable,
+//     hash (hash -p PATH NAME is also judged as PATH), alias (the value is
+//     judged as a script), unalias, bind, trap, complete, compgen, fc.
+//     After shopt, what follows a '#' is judged too.
+//   - Writes (>, >>, >|, <>, &>, &>>, >&file, tee, cp, mv, install, ln,
+//     rsync, scp, truncate, sponge, dd of=, sed -i, git --output) to files
+//     that a shell or git runs or reads as configuration, judged on the
+//     path's tail since the working directory is not known: shell rc and
+//     profile files (.bashrc, .bash_*, .profile, .zsh*, .inputrc, …),
+//     /etc's profile, bash and cron files, anything under .git, .ssh,
+//     .husky, hooks, profile.d and systemd directories, git hook names,
+//     .gitconfig, .gitattributes, .gitmodules, .envrc, .npmrc, *.pth,
+//     sitecustomize.py; and writes to a file whose name is only known when
+//     it runs, unless its known tail names an ordinary file (out/$x.log).
+//   - git -c, --config-env and --exec-path; git config that writes; git
+//     options that run a program they name (grep -O, rebase -x, clone -u,
+//     --upload-pack, submodule foreach, bisect run, filter-branch, …); and
+//     such options of common commands (sort --compress-program, rg --pre,
+//     tar --to-command and -I, rsync -e, ssh -o ProxyCommand, man -P,
+//     sed's e and w commands, vim -c, fd -x, strace -o '|cmd', …).
 //
 // A pattern is a command written with shell quoting, whose words are globs
 // matched against the argv words, anchored at both ends: `git status`
@@ -44,14 +112,23 @@
 //     abbreviated; write a rule per spelling, or use `rm *`.
 //   - Aliases and functions defined in an earlier command are not known;
 //     a function defined in the same command has its body judged, and a
-//     call to it is judged by its name.
+//     call to it is judged by its name. State an earlier, approved command
+//     left behind (declare -i x, a variable exported to a later program, a
+//     cd into .git) is not known either.
 //   - PATH lookups are not resolved: `rm` and `./rm` are both judged as rm,
 //     and a pattern naming /usr/bin/rm does not match a bare `rm`.
 //   - Globs in arguments are matched as written (`rm *.o`), not expanded;
 //     a command word with glob characters fails closed.
-//   - Only the wrappers listed above are unwrapped. Commands run by other
-//     programs (ssh host cmd, make, git hooks, scripts run by file name,
-//     PROMPT_COMMAND, BASH_ENV) are not seen.
+//   - Programs run code the parser never sees: interpreters (python -c,
+//     awk, perl), make, scripts run by file name, git hooks and config
+//     already in a repository (git -C dir, or cd into one, then git status
+//     runs that repository's core.fsmonitor), and files written by programs
+//     other than those listed above (an editor, a compiler, an archive
+//     extracted into .git/hooks).
+//   - Writes are judged on the path as written: a symlink made earlier, or
+//     a cd into .git followed by a write to config, is not seen.
+//   - ssh's remote command is judged as bash, whatever the remote user's
+//     shell is.
 //   - Words a wrapper reads at run time (xargs input) and words with
 //     expansions are treated as unknown.
 package policy

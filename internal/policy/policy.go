@@ -210,9 +210,28 @@ func (p *Policy) Decide(in Input) (v Verdict) {
 	parser := p.parser()
 	c := collector{parser: parser}
 	err := c.script(in.Command, 0)
+	if err == nil && c.comments {
+		// The line may turn interactive_comments off: bash then reads a
+		// '#' as a word, and runs what follows it.
+		if s, ok := commentFree(in.Command); ok {
+			if err2 := c.script(s, 1); err2 != nil {
+				c.add(item{argv: []word{{s: "shopt"}}, why: whyParse, detail: err2.Error()})
+			}
+		}
+	}
 	p.parsers.Put(parser)
 	if err != nil {
 		return p.failClosed(in.Tool, "parse error: "+err.Error())
+	}
+	if strings.ContainsRune(in.Command, '\r') {
+		// The parser reads a carriage return as a blank; bash reads it as
+		// part of a word.
+		c.risky([]word{{s: "\\r"}}, "is a carriage return, which bash reads as part of a word where the parser saw a blank")
+	}
+	if historyExpands(in.Command) {
+		// Bash expands history before it parses: with history expansion
+		// on, what runs is not what was judged.
+		c.risky([]word{{s: "!"}}, "is a history expansion, which bash may replace with other commands after the line was judged")
 	}
 	return p.judge(in.Tool, c.items)
 }
@@ -254,7 +273,7 @@ func (p *Policy) judge(tool string, items []item) Verdict {
 	for i := range items {
 		it := &items[i]
 		f, ok := p.judgeItem(it, tool, &m)
-		if !it.wrapper {
+		if !it.wrapper && !it.extra {
 			cmds = append(cmds, it.visible())
 		}
 		if ok && (!have || f.dec > best.dec) {

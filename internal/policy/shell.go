@@ -59,8 +59,12 @@ type item struct {
 	// against rules only to make the decision stricter: the mode does not
 	// apply to it and it is not listed in Verdict.Commands.
 	wrapper bool
-	why     why    // why the item cannot be judged statically, if it cannot
-	detail  string // more about why, for some reasons
+	// extra marks an item that only says why something else in the line
+	// is not what it seems (an assignment, an expansion, a builtin's
+	// effect); it is judged but not listed in Verdict.Commands.
+	extra  bool
+	why    why    // why the item cannot be judged statically, if it cannot
+	detail string // more about why, for some reasons
 }
 
 // why is a reason an item cannot be judged statically. Messages are built
@@ -81,6 +85,7 @@ const (
 	whyDepth
 	whyParens
 	whyParse
+	whyShell
 )
 
 // explain says in one sentence why the item cannot be judged.
@@ -111,6 +116,8 @@ func (it *item) explain() string {
 		return fmt.Sprintf("the script that %s runs nests parentheses more than %d deep, so it is not judged", cmd, maxParens)
 	case whyParse:
 		return fmt.Sprintf("parse error: in the script that %s runs: %s", cmd, it.detail)
+	case whyShell:
+		return fmt.Sprintf("%s %s, so it is not allowed unwatched", cmd, it.detail)
 	}
 	return cmd + " can be judged"
 }
@@ -130,6 +137,12 @@ func (it *item) visible() []string {
 type collector struct {
 	parser *syntax.Parser
 	items  []item
+	// comments is set when the line may turn interactive_comments off,
+	// so that what follows a '#' is judged too.
+	comments bool
+	// depth is the nesting depth of the simple command being unwrapped,
+	// for wrappers that judge several scripts themselves.
+	depth int
 }
 
 func (c *collector) add(it item) { c.items = append(c.items, it) }
@@ -150,6 +163,13 @@ func (c *collector) walk(n syntax.Node, src string, depth int) {
 	syntax.Walk(n, func(n syntax.Node) bool {
 		switch n := n.(type) {
 		case *syntax.CallExpr:
+			for _, a := range n.Assigns {
+				if a.Name != nil && a.Name.Value == "IFS" && len(n.Args) > 0 && readsInput(n.Args[0]) && a.Index == nil && a.Array == nil &&
+					(a.Value == nil || wordOf(a.Value, src).lit) {
+					continue // IFS= read -r line: splits only what read reads
+				}
+				c.assign(a, src)
+			}
 			if len(n.Args) > 0 {
 				argv := make([]word, len(n.Args))
 				for i, w := range n.Args {
@@ -158,7 +178,44 @@ func (c *collector) walk(n syntax.Node, src string, depth int) {
 				c.simple(argv, nil, depth, 0)
 			}
 		case *syntax.DeclClause:
-			c.add(item{argv: declArgv(n, src)})
+			argv := declArgv(n, src)
+			c.add(item{argv: argv})
+			c.decl(n, argv, src)
+		case *syntax.ArithmExp:
+			if !arithLiteral(n.X) {
+				c.riskyNode(src, n, "does arithmetic on variables, which bash evaluates as code")
+			}
+		case *syntax.ArithmCmd:
+			if !arithLiteral(n.X) {
+				c.riskyNode(src, n, "does arithmetic on variables, which bash evaluates as code")
+			}
+		case *syntax.LetClause:
+			for _, x := range n.Exprs {
+				if !arithLiteral(x) {
+					c.riskyNode(src, n, "does arithmetic on variables, which bash evaluates as code")
+					break
+				}
+			}
+		case *syntax.CStyleLoop:
+			if !arithLiteral(n.Init) || !arithLiteral(n.Cond) || !arithLiteral(n.Post) {
+				c.riskyNode(src, n, "does arithmetic on variables, which bash evaluates as code")
+			}
+		case *syntax.ParamExp:
+			c.param(n, src)
+		case *syntax.BinaryTest:
+			if isArithTest(n.Op) && (!numericWord(n.X, src) || !numericWord(n.Y, src)) {
+				c.riskyNode(src, n, "compares integers, which bash evaluates as arithmetic code")
+			}
+		case *syntax.UnaryTest:
+			if n.Op == syntax.TsVarSet || n.Op == syntax.TsRefVar {
+				c.varTest(n, src)
+			}
+		case *syntax.Redirect:
+			c.redirect(n, src)
+		case *syntax.WordIter:
+			if n.Name != nil {
+				c.target([]word{{s: sourceOf(src, n)}}, word{s: n.Name.Value, pre: n.Name.Value, lit: true})
+			}
 		case *syntax.ExtGlob:
 			// The parser keeps an extended glob's pattern as text, but bash
 			// still expands substitutions inside it.
@@ -169,6 +226,16 @@ func (c *collector) walk(n syntax.Node, src string, depth int) {
 		}
 		return true
 	})
+}
+
+// readsInput reports whether a command word is read, mapfile or
+// readarray, for which an IFS prefix only changes how input is split.
+func readsInput(w *syntax.Word) bool {
+	switch w.Lit() {
+	case "read", "mapfile", "readarray":
+		return true
+	}
+	return false
 }
 
 // simple judges one simple command's argv, unwrapping wrappers. parent is
@@ -191,7 +258,33 @@ func (c *collector) simple(argv, parent []word, depth, wrappers int) {
 		return
 	}
 	name := path.Base(w0.s)
+	if c.builtins(name, argv, depth) {
+		return
+	}
+	if fileWriters[name] {
+		c.writtenArgs(argv, 1)
+	}
+	if name == "dd" {
+		for _, a := range argv[1:] {
+			if v, ok := strings.CutPrefix(a.pre, "of="); ok {
+				c.written(argv, word{s: a.s[3:], pre: v, lit: a.lit})
+			}
+		}
+	}
+	if _, ok := codeOpts[name]; ok || name == "sed" || name == "gsed" || strings.HasPrefix(name, "vim") {
+		c.codeOptions(name, argv)
+	}
+	if _, ok := outputOpts[name]; ok {
+		c.outputOptions(name, argv)
+	}
+	if _, ok := envValueOpts[name]; ok {
+		c.envOptions(name, argv)
+	}
 	switch name {
+	case "git":
+		c.add(item{argv: argv})
+		c.git(argv, depth)
+		return
 	case "eval":
 		c.add(item{argv: argv, why: whyEval})
 		return
@@ -201,9 +294,6 @@ func (c *collector) simple(argv, parent []word, depth, wrappers int) {
 	case "find":
 		c.add(item{argv: argv})
 		c.findExec(argv, depth, wrappers)
-		return
-	case "trap":
-		c.trap(argv, depth)
 		return
 	}
 	un, ok := wrapperFuncs[name]
@@ -215,6 +305,7 @@ func (c *collector) simple(argv, parent []word, depth, wrappers int) {
 		c.add(item{argv: argv, why: whyWrappers})
 		return
 	}
+	c.depth = depth
 	u := un(c, argv)
 	switch u.kind {
 	case runsNothing:
@@ -252,6 +343,11 @@ func (c *collector) findExec(argv []word, depth, wrappers int) {
 	for i := 1; i < len(argv); i++ {
 		switch argv[i].s {
 		case "-exec", "-execdir", "-ok", "-okdir":
+		case "-fprint", "-fprint0", "-fprintf", "-fls":
+			if i+1 < len(argv) {
+				c.written(argv, argv[i+1])
+			}
+			continue
 		default:
 			continue
 		}

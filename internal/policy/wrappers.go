@@ -30,7 +30,7 @@ func runs(argv []word, k int) unwrapped {
 func unknown(why string) unwrapped { return unwrapped{kind: runsUnknown, why: why} }
 
 const (
-	whyOption = "an option is not a literal"
+	whyOption = "an option is not a literal, or not one it knows"
 	whyInput  = "it starts a shell that reads commands from its input"
 )
 
@@ -58,6 +58,9 @@ func init() {
 		"su":      unwrapSu,
 		"runuser": unwrapSu,
 	}
+	for name, u := range moreWrappers() {
+		wrapperFuncs[name] = u
+	}
 	for _, sh := range []string{"bash", "sh", "dash", "zsh", "ksh", "mksh", "ash"} {
 		wrapperFuncs[sh] = unwrapShell
 	}
@@ -71,6 +74,11 @@ type optSpec struct {
 	optional string          // short options whose value, if any, is attached
 	long     map[string]bool // long options; true if it takes a value (after = or the next word)
 	numeric  bool            // -N and --N are options (nice)
+	// strict makes an option not listed (in flags, vals, optional or
+	// long) end the scan as not ok: where the command starts is then not
+	// known, and the wrapper fails closed.
+	strict bool
+	flags  string // short options without a value, for strict specs
 }
 
 // opt is one option found by scan.
@@ -109,6 +117,9 @@ func (o *optSpec) scan(argv []word) (k int, opts []opt, ok bool) {
 		if s[1] == '-' {
 			name, val, hasVal := strings.Cut(s[2:], "=")
 			name = o.longName(name)
+			if _, known := o.long[name]; o.strict && !known {
+				return i, opts, false
+			}
 			op := opt{name: name}
 			if hasVal {
 				op.val, op.has = word{s: val, pre: val, lit: true}, true
@@ -121,6 +132,9 @@ func (o *optSpec) scan(argv []word) (k int, opts []opt, ok bool) {
 		}
 		for j := 1; j < len(s); j++ {
 			ch := s[j]
+			if o.strict && strings.IndexByte(o.flags+o.vals+o.optional, ch) < 0 {
+				return i, opts, false
+			}
 			op := opt{name: s[j : j+1]}
 			if strings.IndexByte(o.vals, ch) >= 0 || strings.IndexByte(o.optional, ch) >= 0 {
 				if j+1 < len(s) {
@@ -258,7 +272,7 @@ var (
 )
 
 // unwrapSudo: sudo [options] [VAR=value…] command…
-func unwrapSudo(_ *collector, argv []word) unwrapped {
+func unwrapSudo(c *collector, argv []word) unwrapped {
 	k, opts, ok := sudoOpts.scan(argv)
 	if !ok {
 		return unknown(whyOption)
@@ -266,7 +280,11 @@ func unwrapSudo(_ *collector, argv []word) unwrapped {
 	if hasOpt(opts, "e", "edit", "help", "V", "version") {
 		return unwrapped{kind: runsNothing} // sudoedit, or no command run
 	}
+	k0 := k
 	k = skipAssignments(argv, k, false)
+	for _, a := range argv[k0:k] {
+		c.envVar(argv, a.pre)
+	}
 	if k >= len(argv) && hasOpt(opts, "i", "s", "login", "shell") {
 		return unknown(whyInput)
 	}
@@ -309,6 +327,7 @@ func unwrapEnv(c *collector, argv []word) unwrapped {
 		a := args[i]
 		if !a.lit {
 			if strings.Contains(a.pre, "=") {
+				c.envVar(argv, a.pre)
 				continue // NAME=$value
 			}
 			if a.pre != "" && a.pre[0] != '-' {
@@ -360,6 +379,7 @@ func unwrapEnv(c *collector, argv []word) unwrapped {
 				break
 			}
 		case strings.Contains(s, "="):
+			c.envVar(argv, s)
 			continue
 		default:
 			return runs(args, i)
@@ -514,7 +534,13 @@ func unwrapSu(_ *collector, argv []word) unwrapped {
 				if i+1 < len(argv) {
 					return unwrapped{kind: runsScript, script: argv[i+1]}
 				}
-			case "shell", "group", "supp-group", "whitelist-environment", "user":
+			case "user":
+				// runuser --user=U [--] command…
+				if hasVal {
+					return runuserArgv(argv, i+1)
+				}
+				return runuserArgv(argv, i+2)
+			case "shell", "group", "supp-group", "whitelist-environment":
 				if !hasVal {
 					i++
 				}
@@ -535,8 +561,36 @@ func unwrapSu(_ *collector, argv []word) unwrapped {
 				if ch == 'c' || ch == 'C' {
 					return unwrapped{kind: runsScript, script: v}
 				}
+				if ch == 'u' {
+					return runuserArgv(argv, i+1)
+				}
 				break
 			}
+		}
+	}
+	return unknown(whyInput)
+}
+
+// runuserArgv: runuser -u user [options] [--] command…; with no command
+// it starts the user's shell.
+func runuserArgv(argv []word, k int) unwrapped {
+	for ; k < len(argv); k++ {
+		a := argv[k]
+		if !a.lit {
+			return unknown(whyOption)
+		}
+		switch {
+		case a.s == "--":
+			return runs(argv, k+1)
+		case a.s == "--command" || strings.HasPrefix(a.s, "--command=") || a.s == "--session-command" ||
+			strings.HasPrefix(a.s, "--session-command=") ||
+			len(a.s) > 1 && a.s[0] == '-' && a.s[1] != '-' && strings.ContainsAny(a.s, "cC"):
+			return unwrapSu(nil, append([]word{argv[0]}, argv[k:]...))
+		case a.s == "-g" || a.s == "-G" || a.s == "-s" || a.s == "-w" || a.s == "--group" ||
+			a.s == "--supp-group" || a.s == "--shell" || a.s == "--whitelist-environment":
+			k++ // takes a value
+		case !strings.HasPrefix(a.s, "-"):
+			return runs(argv, k)
 		}
 	}
 	return unknown(whyInput)

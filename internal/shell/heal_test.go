@@ -51,6 +51,9 @@ func TestShellHeals(t *testing.T) {
 		{"set +o emacs", "set +o emacs; echo emacs", "emacs\n", 0, []string{"emacs"}},
 		{"set +o history +o emacs +o monitor", "set +o history +o emacs +o monitor; echo three", "three\n", 0, []string{"history", "emacs", "monitor"}},
 		{"vi mode", "set -o vi; echo vi", "vi\n", 0, nil},
+		{"set -H", "set -H; echo histexp", "histexp\n", 0, []string{"histexpand"}},
+		{"interactive_comments off", "shopt -u interactive_comments; echo cmt", "cmt\n", 0, []string{"interactive_comments"}},
+		{"history expansion is off", "echo a!echo b!!", "a!echo b!!\n", 0, nil},
 		{"sourced script resets the prompt", `printf 'PS1="$ "\nPROMPT_COMMAND=\n' > reset.rc; . ./reset.rc; echo sourced`, "sourced\n", 0, []string{"prompt_command"}},
 	}
 	for name, dial := range dialers(t) {

@@ -74,6 +74,11 @@ if [ "${TANDEM_USER_RC+set}" = set ]; then __tandem_rc=$TANDEM_USER_RC; else __t
 unset TANDEM_USER_RC
 [ -n "$__tandem_rc" ] && [ -f "$__tandem_rc" ] && [ -r "$__tandem_rc" ] && . "$__tandem_rc"
 unset __tandem_rc
+# What tandem judged is what bash runs: no history expansion (a '!' in an
+# approved line stays a '!'), and '#' always starts a comment. Both are put
+# back before every prompt (__tandem_opts_fix).
+set +H
+shopt -s interactive_comments
 __tandem_opts2=$-
 set +eu
 
@@ -271,8 +276,8 @@ __tandem_hook() {
 }
 __tandem_hook
 
-# The shell options the integration needs, put back if a command turned
-# them off; what was put back is reported with the next P mark's cwd (X;fix).
+# The shell options the integration needs, and those that keep what bash
+# runs what tandem judged, put back if a command changed them; what was put back is reported with the next P mark's cwd (X;fix).
 __tandem_mode=emacs
 [[ -o vi ]] && __tandem_mode=vi
 __tandem_fixed=
@@ -289,6 +294,8 @@ __tandem_opts_fix() {
 		__tandem_noedit=1
 	fi
 	[[ -o monitor ]] || { set -o monitor; __tandem_fixed+=,monitor; }
+	[[ -o histexpand ]] && { set +H; __tandem_fixed+=,histexpand; }
+	shopt -q interactive_comments || { shopt -s interactive_comments; __tandem_fixed+=,interactive_comments; }
 }
 
 # Repairs the integration when a prompt came without the hook's marks (a
