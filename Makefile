@@ -66,5 +66,5 @@ fuzz:
 # Test dependencies on Debian/Ubuntu (run as root).
 deps:
 	apt-get update
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openssh-server chromium asciinema less python3 git postgresql nodejs npm
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openssh-server chromium asciinema less make python3 git postgresql nodejs npm
 	mkdir -p /run/sshd
