@@ -238,6 +238,9 @@ func (j *Journal) write() {
 		if rec.Source == "user" {
 			j.humanCommand(c.s, rec, row.ExitCode)
 		}
+		if len(rec.Execs) > 0 || rec.ExecsOmitted > 0 {
+			j.commandExecs(c.s, rec)
+		}
 		j.settled(rec.ID, c.p)
 	}
 }
@@ -265,6 +268,45 @@ func (j *Journal) humanCommand(s *session.Session, rec shell.Record, exit *int) 
 	})
 	if err != nil {
 		j.log.Error("journal: audit human command", "command", rec.ID, "err", err)
+	}
+}
+
+// EventCommandExecs is the audit event that lists the programs one
+// command started in a local session whose execs are judged.
+const EventCommandExecs = "command_execs"
+
+// commandExecs audits the programs a command started: each one's argv,
+// cwd and decision (the first shell.MaxExecRecords, then a count), and
+// those that were refused. Exit statuses are not known: the judge sees a
+// program start, not end.
+func (j *Journal) commandExecs(s *session.Session, rec shell.Record) {
+	args := map[string]any{"commandId": rec.ID, "source": rec.Source, "command": rec.Command, "execs": rec.Execs}
+	if rec.ExecsOmitted > 0 {
+		args["execsOmitted"] = rec.ExecsOmitted
+	}
+	outcome := "ok"
+	if len(rec.Blocked) > 0 {
+		args["blocked"] = rec.Blocked
+		outcome = "blocked"
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		return
+	}
+	c := s.Caller()
+	actor := c.ID
+	if rec.Source == "user" {
+		actor = "human"
+		if rec.Viewer != "" {
+			actor = rec.Viewer
+		}
+	}
+	_, err = j.audit.Append(context.Background(), audit.Record{
+		Time: rec.Started, Tenant: c.Tenant, Actor: actor, SessionID: s.ID, SessionName: s.Name, Target: s.Target.Name,
+		Tool: "ssh_exec", Event: EventCommandExecs, Args: b, Outcome: outcome, DurationMs: rec.Duration.Milliseconds(),
+	})
+	if err != nil {
+		j.log.Error("journal: audit command execs", "command", rec.ID, "err", err)
 	}
 }
 

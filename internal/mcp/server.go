@@ -197,6 +197,7 @@ type call struct {
 	budget     time.Duration // the call's own timeout: no audit wait exceeds it
 	skipAudit  bool          // the audit log was found unwritable before the call
 	rule       string        // the policy rule that decided, if a policy applied
+	blocked    string        // the programs the command was refused (blockedReason), if any
 	approvalID string        // the approval the call needed, if any
 	// input, if set, is the call's answer instead of its reply: requests
 	// for the client (protocol 2026-07-28), which repeats the call.
@@ -373,6 +374,8 @@ func (s *Server) audit(ctx context.Context, c session.Caller, tool string, info 
 	switch {
 	case info.rule != "" && outcome != "ok":
 		rec.Reason = "policy: " + info.rule
+	case info.blocked != "":
+		rec.Reason = info.blocked
 	case info.commandID != "" && (outcome == codeCancelled || outcome == codeTimeout):
 		rec.Reason = "command " + info.commandID + ": " + map[string]string{
 			codeCancelled: "interrupted, the client cancelled the call",

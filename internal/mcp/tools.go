@@ -97,6 +97,9 @@ func (s *Server) connect(ctx context.Context, c session.Caller, a connectArgs) (
 		SessionID: "new:" + c.Actor + "/" + c.ID + "/" + a.Name, SessionName: a.Name, Target: t.Name, Tool: "ssh_connect"}); err != nil {
 		return nil, err
 	}
+	if err := s.judgeExecs(c, &t); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	sess, tok, err := s.deps.Sessions.Create(ctx, c, a.Name, t)
@@ -185,6 +188,7 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 		info.exit = &code
 	}
 	info.bytes = rec.Stdout.Size() + rec.Stderr.Size()
+	info.blocked = blockedReason(rec)
 	res := s.result(c, rec)
 	s.recorded(ctx, rec.ID, res)
 	r := reply{"result": res, "commandId": rec.ID}
