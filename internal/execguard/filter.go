@@ -26,10 +26,11 @@ const (
 	x32SyscallBit    = 0x40000000
 )
 
-// abi is one architecture's exec syscalls, as the filter sees them.
+// abi is one architecture's syscalls, as the filter sees them.
 type abi struct {
 	arch             uint32
 	execve, execveat uint32
+	seccomp          uint32 // 0 on the compat ABI: not checked there
 }
 
 // archs is what the filter knows for the architecture tandem was built for:
@@ -46,30 +47,66 @@ type archs struct {
 func hostArchs() (archs, bool) {
 	switch runtime.GOARCH {
 	case "amd64":
-		return archs{native: abi{auditArchX86_64, 59, 322}, compat: abi{auditArchI386, 11, 358}, x32: true}, true
+		return archs{native: abi{auditArchX86_64, 59, 322, 317}, compat: abi{auditArchI386, 11, 358, 354}, x32: true}, true
 	case "arm64":
-		return archs{native: abi{auditArchAarch64, 221, 281}, compat: abi{auditArchARM, 11, 387}}, true
+		return archs{native: abi{auditArchAarch64, 221, 281, 277}, compat: abi{auditArchARM, 11, 387, 383}}, true
 	}
 	return archs{}, false
 }
 
-// Offsets in struct seccomp_data.
+// Offsets in struct seccomp_data (little-endian: an argument's low 32 bits
+// come first).
 const (
 	offNr   = 0
 	offArch = 4
+	offArg0 = 16
+	offArg1 = 24
 )
 
-func stmt(code uint16, k uint32) unix.SockFilter { return unix.SockFilter{Code: code, K: k} }
-func jump(code uint16, k uint32, jt, jf uint8) unix.SockFilter {
-	return unix.SockFilter{Code: code, Jt: jt, Jf: jf, K: k}
+// insn is one BPF instruction whose jumps name labels, not offsets.
+type insn struct {
+	code   uint16
+	k      uint32
+	jt, jf string // labels; "" is the next instruction
+	label  string // this instruction's label
 }
 
-// program is the BPF filter, written out by hand:
+// assemble resolves labels into the relative jumps BPF wants.
+func assemble(prog []insn) []unix.SockFilter {
+	at := map[string]int{}
+	for i, in := range prog {
+		if in.label != "" {
+			at[in.label] = i
+		}
+	}
+	off := func(i int, l string) uint8 {
+		if l == "" {
+			return 0
+		}
+		t, ok := at[l]
+		if !ok || t <= i || t-i-1 > 255 {
+			panic("execguard: bad jump to " + l)
+		}
+		return uint8(t - i - 1)
+	}
+	out := make([]unix.SockFilter, len(prog))
+	for i, in := range prog {
+		out[i] = unix.SockFilter{Code: in.code, K: in.k, Jt: off(i, in.jt), Jf: off(i, in.jf)}
+	}
+	return out
+}
+
+// program is the BPF filter:
 //
-//	load arch
-//	arch == native?  no → compat?  no → kill process
-//	native: load nr; x32 bit set → errno ENOSYS; execve or execveat → notify; else allow
-//	compat: load nr; execve or execveat → errno EPERM; else allow
+//	arch native: x32 syscall → ENOSYS; execve, execveat → notify tandem;
+//	             seccomp(SET_MODE_FILTER) with NEW_LISTENER → EPERM; else allow
+//	arch compat: execve, execveat → EPERM; seccomp with NEW_LISTENER → EPERM; else allow
+//	other arch:  kill the process
+//
+// A nested filter with a listener of its own would take the exec
+// notifications first (the newest filter's listener gets a notification
+// that several filters raise) and could let them continue unjudged, so no
+// process of the tree may install one.
 func program(a archs) []unix.SockFilter {
 	const (
 		ld   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
@@ -81,24 +118,34 @@ func program(a archs) []unix.SockFilter {
 	if a.x32 {
 		x32 = x32SyscallBit
 	}
-	return []unix.SockFilter{
-		/* 0 */ stmt(ld, offArch),
-		/* 1 */ jump(jeq, a.native.arch, 2, 0), // → 4
-		/* 2 */ jump(jeq, a.compat.arch, 8, 0), // → 11
-		/* 3 */ stmt(ret, unix.SECCOMP_RET_KILL_PROCESS),
-		/* 4 */ stmt(ld, offNr),
-		/* 5 */ jump(jset, x32, 4, 0), // → 10
-		/* 6 */ jump(jeq, a.native.execve, 2, 0), // → 9
-		/* 7 */ jump(jeq, a.native.execveat, 1, 0), // → 9
-		/* 8 */ stmt(ret, unix.SECCOMP_RET_ALLOW),
-		/* 9 */ stmt(ret, unix.SECCOMP_RET_USER_NOTIF),
-		/* 10 */ stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS)),
-		/* 11 */ stmt(ld, offNr),
-		/* 12 */ jump(jeq, a.compat.execve, 2, 0), // → 15
-		/* 13 */ jump(jeq, a.compat.execveat, 1, 0), // → 15
-		/* 14 */ stmt(ret, unix.SECCOMP_RET_ALLOW),
-		/* 15 */ stmt(ret, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM)),
-	}
+	return assemble([]insn{
+		{code: ld, k: offArch},
+		{code: jeq, k: a.native.arch, jt: "native"},
+		{code: jeq, k: a.compat.arch, jt: "compat"},
+		{code: ret, k: unix.SECCOMP_RET_KILL_PROCESS},
+
+		{label: "native", code: ld, k: offNr},
+		{code: jset, k: x32, jt: "enosys"},
+		{code: jeq, k: a.native.execve, jt: "notify"},
+		{code: jeq, k: a.native.execveat, jt: "notify"},
+		{code: jeq, k: a.native.seccomp, jt: "seccomp"},
+		{code: ret, k: unix.SECCOMP_RET_ALLOW},
+
+		{label: "compat", code: ld, k: offNr},
+		{code: jeq, k: a.compat.execve, jt: "eperm"},
+		{code: jeq, k: a.compat.execveat, jt: "eperm"},
+		{code: jeq, k: a.compat.seccomp, jt: "seccomp"},
+		{code: ret, k: unix.SECCOMP_RET_ALLOW},
+
+		{label: "seccomp", code: ld, k: offArg0},
+		{code: jeq, k: unix.SECCOMP_SET_MODE_FILTER, jf: "allow"},
+		{code: ld, k: offArg1},
+		{code: jset, k: unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, jt: "eperm"},
+		{label: "allow", code: ret, k: unix.SECCOMP_RET_ALLOW},
+		{label: "notify", code: ret, k: unix.SECCOMP_RET_USER_NOTIF},
+		{label: "enosys", code: ret, k: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
+		{label: "eperm", code: ret, k: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
+	})
 }
 
 // Install puts the calling thread under the exec filter and returns the

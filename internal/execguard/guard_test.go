@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -365,6 +366,39 @@ func TestFailsClosed(t *testing.T) {
 			t.Fatalf("touch ran: %s", out)
 		}
 	})
+}
+
+// TestNoNestedListener: a program in the tree cannot install a seccomp
+// filter with a listener of its own, which would take the exec
+// notifications before tandem and could let them continue; a filter
+// without a listener still installs.
+func TestNoNestedListener(t *testing.T) {
+	const py = `
+import ctypes, struct
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(38, 1, 0, 0, 0)
+buf = ctypes.create_string_buffer(struct.pack("HBBI", 0x06, 0, 0, 0x7fff0000))
+class P(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+p = P(1, ctypes.addressof(buf))
+r = libc.syscall(317, 1, 8, ctypes.byref(p))
+print("listener", r, ctypes.get_errno())
+r = libc.syscall(317, 1, 0, ctypes.byref(p))
+print("plain", r)
+`
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the script uses x86_64 syscall numbers") // nothing else is built in CI
+	}
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "nest.py"), []byte(py), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := start(t, ws, "/usr/bin/python3 nest.py", nil)
+	g.serve(t, (&log{}).judge)
+	out, code := g.wait(t)
+	if code != 0 || !strings.Contains(out, "listener -1 1\n") || !strings.Contains(out, "plain 0\n") {
+		t.Fatalf("want the listener refused with EPERM and the plain filter installed; exit %d:\n%s", code, out)
+	}
 }
 
 func TestAvailableHere(t *testing.T) {
