@@ -2,11 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tandem-sh/tandem/internal/execguard"
 	"github.com/tandem-sh/tandem/internal/testenv"
@@ -122,5 +126,110 @@ func TestExecJudgingDenies(t *testing.T) {
 	}
 	if execRecs < len(tests)+1 || blockedCalls != len(tests) || !sawCat {
 		t.Errorf("audit: %d command_execs records (want %d+), %d calls with blocked (want %d), cat listed %v", execRecs, len(tests)+1, blockedCalls, len(tests), sawCat)
+	}
+}
+
+// gitPushRepo makes ws/remote.git and a clone ws/repo with one commit and
+// push.sh, a script that pushes it: git push runs inside a script, where
+// the line judge never sees it.
+func gitPushRepo(t *testing.T, ws string) (repo string) {
+	t.Helper()
+	repo = filepath.Join(ws, "repo")
+	for _, args := range [][]string{
+		{"init", "-q", "--bare", "-b", "main", filepath.Join(ws, "remote.git")},
+		{"init", "-q", "-b", "main", repo},
+		{"-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "one"},
+		{"-C", repo, "remote", "add", "origin", filepath.Join(ws, "remote.git")},
+	} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(repo, "push.sh"), []byte("#!/bin/sh\ngit push -q origin main\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return repo
+}
+
+// waitCommand follows a running command with ssh_read_output until it
+// ends, and returns its last reply.
+func waitCommand(t *testing.T, se sess, id string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := mustOK(t, se.srv.call(t, "ssh_read_output", map[string]any{"sessionName": se.name, "sessionToken": se.tok,
+			"commandId": id, "stream": "stderr", "waitSeconds": 5}))
+		if r["running"] == false {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("command %s still running: %v", id, r)
+		}
+	}
+}
+
+// TestExecJudgingAsks: an ask rule on `git push *` holds a git push that
+// a script starts. The call answers approval_pending with the commandId;
+// the approval names the program's argv, its cwd and the agent's command
+// line; approving lets the push run, denying fails it with "Operation not
+// permitted".
+func TestExecJudgingAsks(t *testing.T) {
+	if err := execguard.Available(); err != nil {
+		testenv.Missing(t, "%v", err)
+	}
+	ws := t.TempDir()
+	repo := gitPushRepo(t, ws)
+	cfg := "targets: [{name: local, kind: local, workspace: " + ws + "}]\n" + `policy:
+  mode: allow
+  rules:
+    - {command: "git push *", decision: ask}
+approvals: {waitSeconds: 1, timeoutSeconds: 300}
+`
+	srv := startServer(t, serverOpts{config: cfg})
+	op := newOperatorClient(t, srv)
+	tok := str(mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": "g"}))["sessionToken"])
+	se := sess{srv, "g", tok}
+	remoteHead := func() string {
+		out, _ := exec.Command("git", "-C", filepath.Join(ws, "remote.git"), "rev-parse", "-q", "--verify", "main").Output()
+		return strings.TrimSpace(string(out))
+	}
+
+	for _, approve := range []bool{true, false} {
+		t.Run(map[bool]string{true: "approved", false: "denied"}[approve], func(t *testing.T) {
+			if !approve {
+				if out, err := exec.Command("git", "-C", repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "two").CombinedOutput(); err != nil {
+					t.Fatalf("%v: %s", err, out)
+				}
+			}
+			before := remoteHead()
+			e := wantError(t, se.exec(t, "cd "+repo+" && ./push.sh"), "approval_pending")
+			id, cmdID := str(e["approvalId"]), str(e["commandId"])
+			prog, _ := e["program"].(map[string]any)
+			if e["running"] != true || cmdID == "" || str(prog["command"]) != "git push -q origin main" || str(prog["cwd"]) != repo {
+				t.Fatalf("approval_pending reply: %v", e)
+			}
+			// What the operator is shown: argv, cwd and the agent's line.
+			var shown map[string]any
+			for _, p := range op.do(t, http.MethodGet, "/api/state", "")["pending"].([]any) {
+				if a, _ := p.(map[string]any); str(a["id"]) == id {
+					shown, _ = a["action"].(map[string]any)
+				}
+			}
+			if str(shown["command"]) != "git push -q origin main" || str(shown["cwd"]) != repo || str(shown["parent"]) != "cd "+repo+" && ./push.sh" {
+				t.Fatalf("the dashboard shows %v", shown)
+			}
+			if remoteHead() != before {
+				t.Fatal("git push ran before anyone approved it")
+			}
+			op.do(t, http.MethodPost, "/api/approvals/"+id+"/decision", fmt.Sprintf(`{"approve":%v,"reason":"test"}`, approve))
+			r := waitCommand(t, se, cmdID)
+			pushed := remoteHead() != before
+			if pushed != approve {
+				t.Fatalf("approve %v, pushed %v: %v", approve, pushed, r)
+			}
+			if !approve && !strings.Contains(str(r["data"]), "Operation not permitted") {
+				t.Errorf("a denied push should fail with Operation not permitted: %v", r)
+			}
+		})
 	}
 }

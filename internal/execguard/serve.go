@@ -193,14 +193,21 @@ func (l *Listener) answer(ctx context.Context, rc rawConn, n notif, judge Judge)
 		// notification, or we read someone else's memory.
 		err = control(rc, func(fd int) error { return idValid(fd, n.ID) })
 	}
-	v := Deny
+	v, errno := Deny, unix.EPERM
 	if err == nil {
-		v = judge(ctx, e)
+		if missing := absent(e.Path); missing != 0 {
+			// A shell searching PATH tries directories where the program is
+			// not: the kernel would fail those with ENOENT, so they are
+			// failed so without asking. A file created since fails closed.
+			errno = missing
+		} else {
+			v = judge(ctx, e)
+		}
 	}
 	if ctx.Err() != nil {
 		v = Deny
 	}
-	resp := notifResp{ID: n.ID, Error: -int32(unix.EPERM)}
+	resp := notifResp{ID: n.ID, Error: -int32(errno)}
 	if v == Allow {
 		resp = notifResp{ID: n.ID, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
 	}
@@ -212,6 +219,17 @@ func (l *Listener) answer(ctx context.Context, rc rawConn, n notif, judge Judge)
 		}
 		return nil
 	})
+}
+
+// absent returns ENOENT or ENOTDIR when path does not lead to a file, as
+// the exec would fail anyway; 0 otherwise.
+func absent(path string) unix.Errno {
+	var st unix.Stat_t
+	err := unix.Stat(path, &st)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		return err.(unix.Errno)
+	}
+	return 0
 }
 
 // rawConn is the part of syscall.RawConn answer uses.

@@ -172,9 +172,17 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 		return nil, err
 	}
 	prog := startProgress(ctx, s.heartbeat())
-	rec, err := sess.Exec(ctx, a.Command, session.ExecOptions{Timeout: timeout, OnOutput: prog.hook()})
+	eo := session.ExecOptions{Timeout: timeout, OnOutput: prog.hook()}
+	if sess.Target.JudgeExec != nil && s.deps.Approvals != nil {
+		// A program held for a human answers like an ask: approval_pending.
+		eo.HoldWait = s.deps.Approvals.Options().Wait
+	}
+	rec, err := sess.Exec(ctx, a.Command, eo)
 	prog.finish()
 	callFrom(ctx).commandID = rec.ID
+	if te := (*session.TimeoutError)(nil); errors.As(err, &te) && te.Held != "" {
+		callFrom(ctx).approvalID = te.Held
+	}
 	if err != nil {
 		if rec.Stdout != nil && (errors.Is(err, session.ErrShellExited) || errors.Is(err, session.ErrCaptureFailed) ||
 			errors.Is(err, session.ErrIntegrationLost) || errors.Is(err, context.Canceled)) {

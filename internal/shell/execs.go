@@ -2,6 +2,7 @@ package shell
 
 import (
 	"context"
+	"time"
 
 	"github.com/tandem-sh/tandem/internal/execguard"
 )
@@ -24,9 +25,15 @@ type ExecInfo struct {
 	// CommandID and Command name the running command, if any.
 	CommandID string
 	Command   string
-	// Cwd is the shell's working directory when the command started
+	// ShellCwd is the shell's working directory as last reported
 	// (Exec.Cwd is the process's own).
 	ShellCwd string
+	// Hold, for an agent command's exec, tells the waiting Exec call that
+	// the program waits for a human (id names the approval): the call
+	// returns after ExecOptions.HoldWait while the command keeps running.
+	// The judge calls the returned release once the wait is over. Nil
+	// outside agent commands.
+	Hold func(id string) (release func())
 }
 
 // ExecRuling is a judge's answer for one exec.
@@ -82,6 +89,9 @@ func (s *Shell) judgeExec(ctx context.Context, e execguard.Exec, foreground bool
 	if rec != nil {
 		x.CommandID, x.Command = rec.ID, rec.Command
 	}
+	if x.Source == "agent" {
+		x.Hold = func(id string) func() { return s.hold(a, id) }
+	}
 	x.ShellCwd = s.cwd
 	s.mu.Unlock()
 
@@ -96,6 +106,37 @@ func (s *Shell) judgeExec(ctx context.Context, e execguard.Exec, foreground bool
 		return execguard.Allow
 	}
 	return execguard.Deny
+}
+
+// hold marks a's command as waiting for a human about one of its
+// programs, and wakes its Exec once HoldWait has passed; release clears
+// the mark.
+func (s *Shell) hold(a *agentRun, id string) (release func()) {
+	s.mu.Lock()
+	a.held, a.heldAt = id, time.Now()
+	var t *time.Timer
+	if a.holdWait > 0 {
+		t = time.AfterFunc(a.holdWait, s.wake)
+	}
+	s.changed.Broadcast()
+	s.mu.Unlock()
+	return func() {
+		if t != nil {
+			t.Stop()
+		}
+		s.mu.Lock()
+		if a.held == id {
+			a.held, a.heldAt = "", time.Time{}
+		}
+		s.changed.Broadcast()
+		s.mu.Unlock()
+	}
+}
+
+// holdExpired reports whether a program of the command has waited for a
+// human longer than the Exec call waits; s.mu is held.
+func (a *agentRun) holdExpired() bool {
+	return a.holdWait > 0 && a.held != "" && time.Since(a.heldAt) >= a.holdWait
 }
 
 // addExec files one exec, within MaxExecRecords.
