@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -304,10 +305,36 @@ func (j *Journal) commandExecs(s *session.Session, rec shell.Record) {
 	_, err = j.audit.Append(context.Background(), audit.Record{
 		Time: rec.Started, Tenant: c.Tenant, Actor: actor, SessionID: s.ID, SessionName: s.Name, Target: s.Target.Name,
 		Tool: "ssh_exec", Event: EventCommandExecs, Args: b, Outcome: outcome, DurationMs: rec.Duration.Milliseconds(),
+		Reason: execSummary(rec),
 	})
 	if err != nil {
 		j.log.Error("journal: audit command execs", "command", rec.ID, "err", err)
 	}
+}
+
+// execSummary names a command's programs in one line for the audit's
+// reason column (the dashboard's audit table, tandem audit tail): how many,
+// then each argv with its decision, cut at about 500 bytes.
+func execSummary(rec shell.Record) string {
+	n := len(rec.Execs) + rec.ExecsOmitted
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d program(s)", n)
+	if len(rec.Blocked) > 0 {
+		fmt.Fprintf(&b, ", %d refused", len(rec.Blocked))
+	}
+	b.WriteString(":")
+	for _, e := range rec.Execs {
+		if b.Len() > 500 {
+			b.WriteString(" …")
+			break
+		}
+		fmt.Fprintf(&b, " [%s] %s;", e.Decision, strings.Join(e.Argv[:min(len(e.Argv), 16)], " "))
+	}
+	s := b.String()
+	if len(s) > 600 {
+		s = strings.ToValidUTF8(s[:600], "") + "…"
+	}
+	return s
 }
 
 // Bursts of human commands (a paste of thousands of lines) run first:
