@@ -233,3 +233,72 @@ approvals: {waitSeconds: 1, timeoutSeconds: 300}
 		})
 	}
 }
+
+// TestExecJudgingAttribution: a program that the agent's command left in
+// the background is judged after the command ended; a person's own
+// command in the browser terminal is recorded, not judged.
+func TestExecJudgingAttribution(t *testing.T) {
+	if err := execguard.Available(); err != nil {
+		testenv.Missing(t, "%v", err)
+	}
+	home, ws := t.TempDir(), t.TempDir()
+	files := map[string]string{
+		filepath.Join(home, ".bashrc"):  "",
+		filepath.Join(ws, "victim-bg"):  "precious\n",
+		filepath.Join(ws, "victim-hum"): "mine\n",
+		filepath.Join(ws, "later.sh"):   "#!/bin/sh\nwhile [ ! -e go ]; do sleep 0.05; done\nrm victim-bg\necho $? > done\n",
+	}
+	for p, body := range files {
+		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := startServer(t, serverOpts{home: home, config: execDenyConfig(ws, home)})
+	tok := str(mustOK(t, s.call(t, "ssh_connect", map[string]any{"name": "a"}))["sessionToken"])
+	se := sess{s, "a", tok}
+
+	t.Run("background job after its command ended", func(t *testing.T) {
+		mustOK(t, se.exec(t, "./later.sh >/dev/null 2>&1 &"))
+		if err := os.WriteFile(filepath.Join(ws, "go"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		var done []byte
+		for {
+			var err error
+			if done, err = os.ReadFile(filepath.Join(ws, "done")); err == nil && len(done) > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the background job never finished")
+			}
+			time.Sleep(20 * time.Millisecond) // polling the file the job writes, as a person would look
+		}
+		if _, err := os.Stat(filepath.Join(ws, "victim-bg")); err != nil || strings.TrimSpace(string(done)) == "0" {
+			t.Fatalf("rm ran in the background after its command ended (status %q, victim %v)", done, err)
+		}
+	})
+
+	t.Run("a person's own command", func(t *testing.T) {
+		url := str(mustOK(t, s.call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": "a", "sessionToken": tok}))["monitoringUrl"])
+		typeOverWebSocket(t, url, "rm victim-hum; echo rc=$?\r", "rc=0")
+		if _, err := os.Stat(filepath.Join(ws, "victim-hum")); err == nil {
+			t.Fatal("the human's rm was blocked")
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var human bool
+			for _, rec := range auditRecords(t, s.dataDir) {
+				human = human || (rec.Event == "command_execs" && strings.Contains(string(rec.Args), `"decision":"human"`) &&
+					strings.Contains(string(rec.Args), `"victim-hum"`))
+			}
+			if human {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no command_execs record lists the human's rm as theirs")
+			}
+			time.Sleep(50 * time.Millisecond) // the journal writes after the command ends
+		}
+	})
+}
