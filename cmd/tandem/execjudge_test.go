@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 
 	"github.com/tandem-sh/tandem/internal/execguard"
 	"github.com/tandem-sh/tandem/internal/testenv"
@@ -171,8 +172,8 @@ func waitCommand(t *testing.T, se sess, id string) map[string]any {
 // TestExecJudgingAsks: an ask rule on `git push *` holds a git push that
 // a script starts. The call answers approval_pending with the commandId;
 // the approval names the program's argv, its cwd and the agent's command
-// line; approving lets the push run, denying fails it with "Operation not
-// permitted".
+// line; approving on the dashboard (in Chromium) lets the push run,
+// denying there fails it with "Operation not permitted".
 func TestExecJudgingAsks(t *testing.T) {
 	if err := execguard.Available(); err != nil {
 		testenv.Missing(t, "%v", err)
@@ -188,6 +189,14 @@ approvals: {waitSeconds: 1, timeoutSeconds: 300}
 	srv := startServer(t, serverOpts{config: cfg})
 	op := newOperatorClient(t, srv)
 	tok := str(mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": "g"}))["sessionToken"])
+	m := dashboardRE.FindStringSubmatch(srv.log())
+	if m == nil {
+		t.Fatalf("tandem printed no dashboard link: %s", srv.log())
+	}
+	browser := testenv.Browser(t)
+	if err := chromedp.Do(browser, chromedp.Navigate(m[1]), chromedp.WaitVisible(`#pending-empty`)); err != nil {
+		t.Fatal(err)
+	}
 	se := sess{srv, "g", tok}
 	remoteHead := func() string {
 		out, _ := exec.Command("git", "-C", filepath.Join(ws, "remote.git"), "rev-parse", "-q", "--verify", "main").Output()
@@ -221,7 +230,17 @@ approvals: {waitSeconds: 1, timeoutSeconds: 300}
 			if remoteHead() != before {
 				t.Fatal("git push ran before anyone approved it")
 			}
-			op.do(t, http.MethodPost, "/api/approvals/"+id+"/decision", fmt.Sprintf(`{"approve":%v,"reason":"test"}`, approve))
+			// The operator decides on the dashboard, in Chromium, from a card
+			// that names the program and the line that started it.
+			card := `//ol[@id="pending"]/li[.//code[text()="git push -q origin main"]]`
+			button := map[bool]string{true: "Approve", false: "Deny"}[approve]
+			if err := chromedp.Do(browser,
+				chromedp.WaitVisible(card+`//dt[text()="Program"]`),
+				chromedp.WaitVisible(card+`//code[text()="cd `+repo+` && ./push.sh"]`),
+				chromedp.Click(card+`//button[@aria-label="`+button+`"]`),
+			); err != nil {
+				t.Fatalf("the dashboard's card: %v", err)
+			}
 			r := waitCommand(t, se, cmdID)
 			pushed := remoteHead() != before
 			if pushed != approve {
