@@ -40,7 +40,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS|BenchmarkIdleSessionsRSS|BenchmarkCluster|BenchmarkHandover' -benchtime 1x ./cmd/tandem/
 	$(GO) test -run '^$$' -bench 'BenchmarkVerify(Cached|Uncached)$$' ./internal/claim/
 	$(GO) test -run '^$$' -bench 'BenchmarkDecide' -count 5 ./internal/policy/
-	$(GO) test -run '^$$' -bench 'BenchmarkExecJudging' -benchtime 1x ./internal/execguard/
+	$(GO) test -run '^$$' -bench 'BenchmarkExecJudging' -benchtime 3x ./internal/execguard/
 	$(GO) test -run '^$$' -bench 'BenchmarkHeap' -benchtime 1x ./internal/mcp/
 	$(GO) test -run '^$$' -bench 'BenchmarkEncodeResult' ./internal/mcp/
 	$(GO) test -run '^$$' -bench 'BenchmarkAuditedCalls' -benchtime 10000x ./internal/mcp/
