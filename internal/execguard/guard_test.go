@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -366,6 +367,38 @@ func TestFailsClosed(t *testing.T) {
 			t.Fatalf("touch ran: %s", out)
 		}
 	})
+}
+
+// TestJudgeLearnsProcessGone: a judge waiting for a human learns, through
+// its context, that the process it judges was killed meanwhile.
+func TestJudgeLearnsProcessGone(t *testing.T) {
+	held := make(chan int, 1)
+	ended := make(chan struct{})
+	judge := func(ctx context.Context, e execguard.Exec) execguard.Verdict {
+		if filepath.Base(e.Path) != "touch" {
+			return execguard.Allow
+		}
+		held <- e.Pid
+		<-ctx.Done()
+		close(ended)
+		return execguard.Allow
+	}
+	ws := t.TempDir()
+	g := start(t, ws, "/usr/bin/touch ran; echo rc=$?", nil)
+	g.serve(t, judge)
+	pid := <-held
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the judge was not told that its process was killed")
+	}
+	out, _ := g.wait(t)
+	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
+		t.Fatalf("touch ran: %s", out)
+	}
 }
 
 // TestNoNestedListener: a program in the tree cannot install a seccomp

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -201,7 +202,7 @@ func (l *Listener) answer(ctx context.Context, rc rawConn, n notif, judge Judge)
 			// failed so without asking. A file created since fails closed.
 			errno = missing
 		} else {
-			v = judge(ctx, e)
+			v = judgeWhileWaiting(ctx, rc, n.ID, judge, e)
 		}
 	}
 	if ctx.Err() != nil {
@@ -219,6 +220,44 @@ func (l *Listener) answer(ctx context.Context, rc rawConn, n notif, judge Judge)
 		}
 		return nil
 	})
+}
+
+// How often a judge that takes its time is checked on: a process killed
+// while it waited ends the judge's context, so that nobody is left asked
+// about a program that is gone.
+const (
+	watchAfter = 250 * time.Millisecond
+	watchEvery = 250 * time.Millisecond
+)
+
+// judgeWhileWaiting runs judge with a context that ends if the process
+// stops waiting for the answer (it was killed).
+func judgeWhileWaiting(ctx context.Context, rc rawConn, id uint64, judge Judge, e Exec) Verdict {
+	jctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	t := time.AfterFunc(watchAfter, func() {
+		tick := time.NewTicker(watchEvery)
+		defer tick.Stop()
+		for {
+			if control(rc, func(fd int) error { return idValid(fd, id) }) != nil {
+				cancel()
+				return
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	v := judge(jctx, e)
+	t.Stop()
+	close(done)
+	if jctx.Err() != nil {
+		return Deny
+	}
+	return v
 }
 
 // absent returns ENOENT or ENOTDIR when path does not lead to a file, as

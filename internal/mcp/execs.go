@@ -29,6 +29,9 @@ type ExecJudge interface {
 // command starts are that command's.
 const execTool = "ssh_exec"
 
+// byProgramGone decides an exec's approval whose program stopped waiting.
+const byProgramGone = "program_gone"
+
 // Recorded decisions of an exec (shell.ExecRuling.Decision).
 const (
 	execAllow    = "allow"
@@ -141,12 +144,22 @@ func (s *Server) askExec(ctx context.Context, sess *session.Session, x shell.Exe
 	var release func()
 	hooks := approval.Hooks{
 		// Until the approval expires: the program waits in the kernel.
-		Wait:      b.Options().Timeout + time.Second,
-		OnPending: func(a approval.Approval) { release = x.Hold(a.ID) },
+		Wait: b.Options().Timeout + time.Second,
+	}
+	var asked string
+	hooks.OnPending = func(a approval.Approval) {
+		asked = a.ID
+		release = x.Hold(a.ID)
 	}
 	out, err := b.Ask(ctx, act, v.Rule, reason, hooks)
 	if release != nil {
 		release()
+	}
+	if err != nil && asked != "" {
+		// The program is gone (killed, or its session ended) while it
+		// waited: its approval must not stay pending.
+		_, _ = b.Decide(context.WithoutCancel(ctx), asked, approval.Decision{By: byProgramGone,
+			Reason: "the program stopped waiting: its process or its session ended"})
 	}
 	if err == nil && out.Kind == approval.Run {
 		return shell.ExecRuling{Allow: true, Decision: execApproved, Rule: v.Rule}
