@@ -192,14 +192,20 @@ func Available() error {
 	if err != nil {
 		return fmt.Errorf("%w: seccomp filters are not available (%v)", ErrUnavailable, err)
 	}
-	if !strings.Contains(" "+strings.TrimSpace(string(b))+" ", " user_notif ") {
-		return fmt.Errorf("%w: seccomp user notification is not available (actions: %s)", ErrUnavailable, strings.TrimSpace(string(b)))
-	}
 	var u unix.Utsname
 	if err := unix.Uname(&u); err != nil {
 		return fmt.Errorf("%w: uname: %v", ErrUnavailable, err)
 	}
-	rel := unix.ByteSliceToString(u.Release[:])
+	return available(string(b), unix.ByteSliceToString(u.Release[:]))
+}
+
+// available is Available's verdict on the kernel's seccomp actions and
+// release string.
+func available(actions, rel string) error {
+	actions = strings.TrimSpace(actions)
+	if !strings.Contains(" "+actions+" ", " user_notif ") {
+		return fmt.Errorf("%w: seccomp user notification is not available (actions: %s)", ErrUnavailable, actions)
+	}
 	if v, ok := release(rel); !ok || v[0] < minKernel[0] || (v[0] == minKernel[0] && v[1] < minKernel[1]) {
 		return fmt.Errorf("%w: Linux %s cannot let an allowed exec continue (Linux %d.%d+ is needed)", ErrUnavailable, rel, minKernel[0], minKernel[1])
 	}
