@@ -55,7 +55,11 @@ func (s *Server) judgeExecs(c session.Caller, t *session.Target) error {
 	if !ok || !ej.JudgesExecs() {
 		return nil
 	}
-	if err := execguard.Available(); err != nil {
+	available := s.deps.ExecJudging
+	if available == nil {
+		available = execguard.Available
+	}
+	if err := available(); err != nil {
 		return fmt.Errorf("%w: the policy's command rules must judge every program a local session starts, and this kernel cannot (%v); run `tandem sandbox` for details", target.ErrSandboxUnavailable, err)
 	}
 	d := &denials{}

@@ -91,6 +91,11 @@ type Deps struct {
 	// Policy returns the policy of a tenant's target (target "" for an
 	// ad-hoc host); nil, or a nil Judge, allows everything.
 	Policy func(tenant, target string) Policy
+	// ExecJudging, if set, says whether this kernel can judge the programs
+	// a local session starts (nil error) or why not; nil means
+	// execguard.Available. A local session whose policy needs it is
+	// refused when it cannot.
+	ExecJudging func() error
 	// Observer, if set, is told of every tool call and audit commit.
 	Observer Observer
 	// Elsewhere, if set, lists the caller's live sessions that other
