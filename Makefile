@@ -36,12 +36,15 @@ lint:
 # heap figures. BenchmarkCluster (PostgreSQL): the forwarded call's overhead over a
 # local one, and audited calls/s on one node and on three. BenchmarkHandover: a
 # human's 2,000-line paste to the agent's complete report, and ssh_read_output's
-# waitSeconds from a command's end to the reply.
+# waitSeconds from a command's end to the reply. BenchmarkExecJudging: one
+# command that starts /bin/true 1,000 times in the sandbox, exec judging off
+# and on, and the policy's median decision per exec.
 bench:
 	cd bench && npm ci --no-audit --no-fund
 	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS|BenchmarkIdleSessionsRSS|BenchmarkCluster|BenchmarkHandover' -benchtime 1x ./cmd/tandem/
 	$(GO) test -run '^$$' -bench 'BenchmarkVerify(Cached|Uncached)$$' ./internal/claim/
 	$(GO) test -run '^$$' -bench 'BenchmarkDecide' -count 5 ./internal/policy/
+	$(GO) test -run '^$$' -bench 'BenchmarkExecJudging' -benchtime 3x ./internal/execguard/
 	$(GO) test -run '^$$' -bench 'BenchmarkHeap' -benchtime 1x ./internal/mcp/
 	$(GO) test -run '^$$' -bench 'BenchmarkEncodeResult' ./internal/mcp/
 	$(GO) test -run '^$$' -bench 'BenchmarkAuditedCalls' -benchtime 10000x ./internal/mcp/

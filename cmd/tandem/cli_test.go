@@ -14,6 +14,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/tandem-sh/tandem/internal/config"
+	"github.com/tandem-sh/tandem/internal/execguard"
 	"github.com/tandem-sh/tandem/internal/sandbox"
 	"github.com/tandem-sh/tandem/internal/testenv"
 )
@@ -125,13 +126,13 @@ func TestSandboxCheck(t *testing.T) {
 		testenv.Missing(t, "Landlock is not available here (tandem sandbox: %v)\n%s", err, out)
 	}
 	abi := sandbox.Describe(false).LandlockABI
-	for _, want := range []string{fmt.Sprintf("Landlock ABI %d: sandboxed local sessions can run", abi), "tcp:          denied", "not enforced:"} {
+	for _, want := range []string{fmt.Sprintf("Landlock ABI %d: sandboxed local sessions can run", abi), "tcp:          denied", "not enforced:", "exec judging: available"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("tandem sandbox lacks %q:\n%s", want, out)
 		}
 	}
-	refused := sandboxReport(sandbox.Enforcement{TCP: "not enforceable"}, sandbox.ErrUnsupported)
-	for _, want := range []string{"refused on this kernel", "sandbox: none"} {
+	refused := sandboxReport(sandbox.Enforcement{TCP: "not enforceable"}, sandbox.ErrUnsupported, fmt.Errorf("%w: no user_notif", execguard.ErrUnavailable))
+	for _, want := range []string{"refused on this kernel", "sandbox: none", "exec judging: not available: kernel cannot judge execs: no user_notif"} {
 		if !strings.Contains(refused, want) {
 			t.Errorf("the refusal lacks %q:\n%s", want, refused)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tandem-sh/tandem/internal/execguard"
 	"github.com/tandem-sh/tandem/internal/sandbox"
 )
 
@@ -21,7 +22,8 @@ func sandboxCmd(stdout io.Writer) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			err := (sandbox.Policy{Network: network}).Supported()
-			if _, werr := io.WriteString(stdout, sandboxReport(sandbox.Describe(network), err)); werr != nil {
+			report := sandboxReport(sandbox.Describe(network), err, execguard.Available())
+			if _, werr := io.WriteString(stdout, report); werr != nil {
 				return werr
 			}
 			if err != nil {
@@ -35,8 +37,9 @@ func sandboxCmd(stdout io.Writer) *cobra.Command {
 }
 
 // sandboxReport is what `tandem sandbox` prints: the verdict first, then
-// what is and is not enforced.
-func sandboxReport(e sandbox.Enforcement, refused error) string {
+// what is and is not enforced, and whether programs are judged as they
+// start (execErr nil) or not.
+func sandboxReport(e sandbox.Enforcement, refused, execErr error) string {
 	var b strings.Builder
 	if refused != nil {
 		fmt.Fprintf(&b, "sandboxed local sessions are refused on this kernel: %v\n", refused)
@@ -46,6 +49,11 @@ func sandboxReport(e sandbox.Enforcement, refused error) string {
 	}
 	fmt.Fprintf(&b, "  filesystem:   %s\n  tcp:          %s\n  udp:          %s\n  unix sockets: %s\n  signals:      %s\n",
 		e.Filesystem, e.TCP, e.UDP, e.UnixSockets, e.Signals)
+	if execErr == nil {
+		b.WriteString("  exec judging: available (seccomp user notification): every program a command starts is judged by the command rules\n")
+	} else {
+		fmt.Fprintf(&b, "  exec judging: not available: %v; a local target whose policy has command rules is refused\n", execErr)
+	}
 	for _, n := range e.NotEnforced {
 		fmt.Fprintf(&b, "  not enforced: %s\n", n)
 	}

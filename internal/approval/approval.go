@@ -21,6 +21,11 @@ type Action struct {
 	// Command and Cwd are set for command tools.
 	Command string `json:"command,omitempty"`
 	Cwd     string `json:"cwd,omitempty"`
+	// Parent, set for a program that a command started (a local session's
+	// exec, judged as it starts), is the agent's command line that started
+	// it; Command is then the program's argv, quoted, and Cwd its own
+	// directory.
+	Parent string `json:"parent,omitempty"`
 }
 
 // Fingerprint binds an approval to its action: the SHA-256 of the
@@ -28,8 +33,12 @@ type Action struct {
 // target, tenant) and the session id, so it never authorizes another
 // session, tenant, target, directory or command.
 func Fingerprint(a Action) string {
-	b, _ := json.Marshal([]string{"tandem-approval-v1", a.SessionID, a.Tenant, a.Target, a.Tool,
-		strings.TrimSpace(a.Command), a.Cwd})
+	fields := []string{"tandem-approval-v1", a.SessionID, a.Tenant, a.Target, a.Tool, strings.TrimSpace(a.Command), a.Cwd}
+	if a.Parent != "" {
+		// An exec's approval never stands for the same words as a line.
+		fields = append(fields, "exec", a.Parent)
+	}
+	b, _ := json.Marshal(fields)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -238,6 +239,9 @@ func (j *Journal) write() {
 		if rec.Source == "user" {
 			j.humanCommand(c.s, rec, row.ExitCode)
 		}
+		if len(rec.Execs) > 0 || rec.ExecsOmitted > 0 {
+			j.commandExecs(c.s, rec)
+		}
 		j.settled(rec.ID, c.p)
 	}
 }
@@ -266,6 +270,71 @@ func (j *Journal) humanCommand(s *session.Session, rec shell.Record, exit *int) 
 	if err != nil {
 		j.log.Error("journal: audit human command", "command", rec.ID, "err", err)
 	}
+}
+
+// EventCommandExecs is the audit event that lists the programs one
+// command started in a local session whose execs are judged.
+const EventCommandExecs = "command_execs"
+
+// commandExecs audits the programs a command started: each one's argv,
+// cwd and decision (the first shell.MaxExecRecords, then a count), and
+// those that were refused. Exit statuses are not known: the judge sees a
+// program start, not end.
+func (j *Journal) commandExecs(s *session.Session, rec shell.Record) {
+	args := map[string]any{"commandId": rec.ID, "source": rec.Source, "command": rec.Command, "execs": rec.Execs}
+	if rec.ExecsOmitted > 0 {
+		args["execsOmitted"] = rec.ExecsOmitted
+	}
+	outcome := "ok"
+	if len(rec.Blocked) > 0 {
+		args["blocked"] = rec.Blocked
+		outcome = "blocked"
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		return
+	}
+	c := s.Caller()
+	actor := c.ID
+	if rec.Source == "user" {
+		actor = "human"
+		if rec.Viewer != "" {
+			actor = rec.Viewer
+		}
+	}
+	_, err = j.audit.Append(context.Background(), audit.Record{
+		Time: rec.Started, Tenant: c.Tenant, Actor: actor, SessionID: s.ID, SessionName: s.Name, Target: s.Target.Name,
+		Tool: "ssh_exec", Event: EventCommandExecs, Args: b, Outcome: outcome, DurationMs: rec.Duration.Milliseconds(),
+		Reason: execSummary(rec),
+	})
+	if err != nil {
+		j.log.Error("journal: audit command execs", "command", rec.ID, "err", err)
+	}
+}
+
+// execSummary names a command's programs in one line for the audit's
+// reason column (the dashboard's audit table, tandem audit tail): how many,
+// then each argv with its decision, cut at about 500 bytes.
+func execSummary(rec shell.Record) string {
+	n := len(rec.Execs) + rec.ExecsOmitted
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d program(s)", n)
+	if len(rec.Blocked) > 0 {
+		fmt.Fprintf(&b, ", %d refused", len(rec.Blocked))
+	}
+	b.WriteString(":")
+	for _, e := range rec.Execs {
+		if b.Len() > 500 {
+			b.WriteString(" …")
+			break
+		}
+		fmt.Fprintf(&b, " [%s] %s;", e.Decision, strings.Join(e.Argv[:min(len(e.Argv), 16)], " "))
+	}
+	s := b.String()
+	if len(s) > 600 {
+		s = strings.ToValidUTF8(s[:600], "") + "…"
+	}
+	return s
 }
 
 // Bursts of human commands (a paste of thousands of lines) run first:

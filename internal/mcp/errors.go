@@ -81,6 +81,8 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 		return s.gateFailure(c, gate)
 	case errors.As(err, &busy):
 		return busyFailure(busy)
+	case errors.As(err, &timeout) && timeout.Held != "":
+		return s.heldFailure(c, timeout)
 	case errors.As(err, &timeout):
 		f := reply{"running": true, "commandId": timeout.Partial.ID, "partial": s.result(c, timeout.Partial)}
 		stateFields(f, timeout.State)

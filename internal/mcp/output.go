@@ -41,6 +41,9 @@ func (s *Server) result(c session.Caller, rec session.Record) reply {
 	if len(rec.Repaired) > 0 {
 		r["shellRepaired"] = rec.Repaired
 	}
+	if len(rec.Blocked) > 0 {
+		r["blocked"] = blockedList(rec)
+	}
 	if in := rec.Interrupt; in != nil {
 		r["interruptedBy"] = in.By
 		r["interruptKey"] = in.Key

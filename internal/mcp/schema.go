@@ -83,6 +83,13 @@ var resultSchema = object("The command's result. Output streams share one inline
 		"interruptSignal": schema{"type": "string", "enum": []string{"SIGTERM", "SIGKILL"}, "description": "When Ctrl-C was not enough: the signal that ended it."},
 		"interruptViewer": typed("string", "Who pressed the key, when a human did."),
 		"shellRepaired":   arrayOf("What the command broke of tandem's shell integration, which tandem put back before the next command: prompt_command, history, emacs, vi, monitor, histexpand, interactive_comments.", typed("string", "One repair.")),
+		"blocked": arrayOf("Local sessions: the programs the command started that the policy refused (each failed with \"Operation not permitted\"), the first 1,000.", object("One refused program.", schema{
+			"argv":          arrayOf("Its argument vector as the program would have received it.", typed("string", "One word.")),
+			"argvTruncated": typed("boolean", "Present (true) when argv was too long to read whole."),
+			"cwd":           typed("string", "The directory it was started in."),
+			"rule":          typed("string", "The rule that refused it, as configured."),
+			"decision":      schema{"type": "string", "enum": []string{"deny", "denied"}, "description": "deny: a deny rule; denied: a human denied it."},
+		})),
 	}, streamFields("stdout"), streamFields("stderr")))
 
 var userCommandSchema = object("A command the human ran in the browser terminal.",

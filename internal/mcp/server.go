@@ -94,6 +94,11 @@ type Deps struct {
 	// Policy returns the policy of a tenant's target (target "" for an
 	// ad-hoc host); nil, or a nil Judge, allows everything.
 	Policy func(tenant, target string) Policy
+	// ExecJudging, if set, says whether this kernel can judge the programs
+	// a local session starts (nil error) or why not; nil means
+	// execguard.Available. A local session whose policy needs it is
+	// refused when it cannot.
+	ExecJudging func() error
 	// Observer, if set, is told of every tool call and audit commit.
 	Observer Observer
 	// Elsewhere, if set, lists the caller's live sessions that other
@@ -203,6 +208,7 @@ type call struct {
 	budget     time.Duration // the call's own timeout: no audit wait exceeds it
 	skipAudit  bool          // the audit log was found unwritable before the call
 	rule       string        // the policy rule that decided, if a policy applied
+	blocked    string        // the programs the command was refused (blockedReason), if any
 	approvalID string        // the approval the call needed, if any
 	// input, if set, is the call's answer instead of its reply: requests
 	// for the client (protocol 2026-07-28), which repeats the call.
@@ -381,6 +387,8 @@ func (s *Server) audit(ctx context.Context, c session.Caller, tool string, info 
 	switch {
 	case info.rule != "" && outcome != "ok":
 		rec.Reason = "policy: " + info.rule
+	case info.blocked != "":
+		rec.Reason = info.blocked
 	case info.commandID != "" && (outcome == codeCancelled || outcome == codeTimeout):
 		rec.Reason = "command " + info.commandID + ": " + map[string]string{
 			codeCancelled: "interrupted, the client cancelled the call",

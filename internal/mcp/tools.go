@@ -97,6 +97,9 @@ func (s *Server) connect(ctx context.Context, c session.Caller, a connectArgs) (
 		SessionID: "new:" + c.Actor + "/" + c.ID + "/" + a.Name, SessionName: a.Name, Target: t.Name, Tool: "ssh_connect"}); err != nil {
 		return nil, err
 	}
+	if err := s.judgeExecs(c, &t); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	sess, tok, err := s.deps.Sessions.Create(ctx, c, a.Name, t)
@@ -167,6 +170,9 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 	}
 	rec, err := s.judgedExec(ctx, c, sess, a.Command, timeout)
 	callFrom(ctx).commandID = rec.ID
+	if te := (*session.TimeoutError)(nil); errors.As(err, &te) && te.Held != "" {
+		callFrom(ctx).approvalID = te.Held
+	}
 	if err != nil {
 		if rec.Stdout != nil && (errors.Is(err, session.ErrShellExited) || errors.Is(err, session.ErrCaptureFailed) ||
 			errors.Is(err, session.ErrIntegrationLost) || errors.Is(err, context.Canceled)) {
@@ -180,6 +186,7 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 		info.exit = &code
 	}
 	info.bytes = rec.Stdout.Size() + rec.Stderr.Size()
+	info.blocked = blockedReason(rec)
 	res := s.result(c, rec)
 	s.recorded(ctx, rec.ID, res)
 	r := reply{"result": res, "commandId": rec.ID}
@@ -222,7 +229,12 @@ func (s *Server) judgedExec(ctx context.Context, c session.Caller, sess *session
 			return nil
 		}
 		prog := startProgress(ctx, s.heartbeat())
-		rec, err := sess.Exec(ctx, command, session.ExecOptions{Timeout: timeout, OnOutput: prog.hook(), Check: check})
+		eo := session.ExecOptions{Timeout: timeout, OnOutput: prog.hook(), Check: check}
+		if sess.Target.JudgeExec != nil && s.deps.Approvals != nil {
+			// A program held for a human answers like an ask: approval_pending.
+			eo.HoldWait = s.deps.Approvals.Options().Wait
+		}
+		rec, err := sess.Exec(ctx, command, eo)
 		prog.finish()
 		var moved *cwdChanged
 		if !errors.As(err, &moved) {

@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tandem-sh/tandem/internal/execguard"
 )
 
 // Exit codes of Main when it cannot run the program, following env(1) and
@@ -52,6 +54,11 @@ func Main(args []string) int {
 	if err := dropCapabilities(); err != nil {
 		return fail(exitRefused, fmt.Errorf("refusing to run %s: drop capabilities: %w", argv[0], err))
 	}
+	if p.ExecFD != 0 {
+		if err := guardExecs(p.ExecFD); err != nil {
+			return fail(exitRefused, fmt.Errorf("refusing to run %s: %w", argv[0], err))
+		}
+	}
 	// Whatever tandem's own parent left open (a file, a socket) must not
 	// reach the program: it would be a way around the policy.
 	if err := closeInherited(); err != nil {
@@ -59,6 +66,19 @@ func Main(args []string) int {
 	}
 	err = syscall.Exec(path, argv, os.Environ())
 	return fail(exitNoExec, fmt.Errorf("exec %s: %w", path, err))
+}
+
+// guardExecs installs the exec filter on this (locked) thread and sends
+// its listener to tandem over descriptor sock. From here on, the exec of
+// the program itself waits for tandem's verdict, and fails if tandem has
+// gone.
+func guardExecs(sock int) error {
+	listener, err := execguard.Install()
+	if err != nil {
+		return err
+	}
+	err = execguard.Send(sock, listener)
+	return errors.Join(err, unix.Close(listener), unix.Close(sock))
 }
 
 // fail reports err the way a launcher does (prefixed, on stderr) and

@@ -46,6 +46,14 @@ type Policy struct {
 	// Network allows TCP bind and connect. When false, both are denied for
 	// every port (and, on kernels with Landlock ABI 10+, UDP as well).
 	Network bool `json:"net,omitempty"`
+	// ExecFD, when non-zero, turns on exec judging: the launcher installs
+	// the execguard filter and sends its listener over the socket that is
+	// its descriptor ExecFD (an execguard.Pair child end, passed as an
+	// ExtraFile: ExtraFiles[i] is descriptor 3+i). Every program the
+	// shell's tree starts then waits for tandem's verdict. A launcher that
+	// cannot install the filter refuses to run the program. Zero: execs are
+	// not judged.
+	ExecFD int `json:"execfd,omitempty"`
 }
 
 // DefaultReadOnly returns the system directories a shell needs to find and
@@ -163,6 +171,9 @@ func requirement(abi int, p Policy) error {
 // validate rejects relative paths: the launcher resolves paths in its own
 // working directory, which is the program's, not the caller's.
 func (p Policy) validate() error {
+	if p.ExecFD != 0 && p.ExecFD < 3 {
+		return fmt.Errorf("exec judging descriptor %d is one of the standard streams", p.ExecFD)
+	}
 	for _, set := range [][]string{p.ReadWrite, p.ReadOnly} {
 		for _, path := range set {
 			if !filepath.IsAbs(path) {

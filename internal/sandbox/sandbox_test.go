@@ -223,3 +223,13 @@ func TestMainProgramNotFound(t *testing.T) {
 		t.Fatalf("exit %d (%q), want %d", code, out, exitNotFound)
 	}
 }
+
+// TestCommandRejectsStandardExecFD: the exec-judging socket can never be
+// one of the program's standard streams.
+func TestCommandRejectsStandardExecFD(t *testing.T) {
+	for _, fd := range []int{-1, 1, 2} {
+		if _, err := Command(self, Policy{ExecFD: fd}, []string{"true"}); err == nil {
+			t.Errorf("Command accepted ExecFD %d", fd)
+		}
+	}
+}

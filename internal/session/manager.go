@@ -188,6 +188,9 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 		// A human's running command can be read back, and named when busy.
 		OnStart: func(r shell.Record) { s.keep(r, false) },
 	}
+	if t.JudgeExec != nil {
+		so.JudgeExec = func(ctx context.Context, x shell.ExecInfo) shell.ExecRuling { return t.JudgeExec(ctx, s, x) }
+	}
 	if err := m.record(s, so); err != nil {
 		return nil, "", fmt.Errorf("connect %q: %w", name, err)
 	}

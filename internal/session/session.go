@@ -51,6 +51,10 @@ type Target struct {
 	// Scope is the claim's workspace name the target was resolved in
 	// (HTTP mode); empty over stdio.
 	Scope string
+	// JudgeExec, if set, decides every program the session's shell starts
+	// where the backend can judge execs (shell.Options.JudgeExec); s is
+	// the session being judged.
+	JudgeExec func(ctx context.Context, s *Session, x shell.ExecInfo) shell.ExecRuling
 }
 
 // Status values reported for sessions.

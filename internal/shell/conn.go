@@ -27,6 +27,11 @@ type Launch struct {
 	Env  []string
 	Cols int
 	Rows int
+	// JudgeExec, if set, is asked before every program the shell's process
+	// tree starts. A backend that can judge execs (local, sandboxed) must
+	// then do so or fail Dial; one that cannot (ssh, local unsandboxed)
+	// ignores it, and commands are judged by their line alone.
+	JudgeExec LaunchJudge
 }
 
 // Dialer starts a shell on one target. Each backend's configuration

@@ -77,6 +77,10 @@ type TimeoutError struct {
 	// State says what the command does with the terminal: whether it
 	// waits for input (and where), or shows a full screen.
 	State InputState
+	// Held, when set, names what a program of the command waits for (an
+	// approval's id, see ExecInfo.Hold): Exec returned after
+	// ExecOptions.HoldWait, before the timeout, because of it.
+	Held string
 }
 
 func (e *TimeoutError) Error() string {
@@ -115,6 +119,11 @@ type ExecOptions struct {
 	// that the command still runs where it was judged. An error refuses
 	// the command before any key is pressed.
 	Check func(cwd string) error
+	// HoldWait, if positive, is how long Exec waits once a program of the
+	// command is held for a human (ExecInfo.Hold) before it returns a
+	// TimeoutError naming the hold; the command keeps running. Zero waits
+	// for the command as long as Timeout allows.
+	HoldWait time.Duration
 	// OnOutput, if set, sees the command's output as it arrives (stream 0 is
 	// stdout, 1 stderr). It runs with the shell's lock held: it must not
 	// block, call the Shell, or keep p.
@@ -143,6 +152,9 @@ const (
 
 type agentRun struct {
 	rec        Record
+	holdWait   time.Duration // ExecOptions.HoldWait
+	held       string        // what a held program of the command waits for
+	heldAt     time.Time     // since when; zero when nothing is held
 	phase      phase
 	sent       bool // the record went to the shell's "in" FIFO
 	reply      string
@@ -188,7 +200,11 @@ func (s *Shell) Exec(ctx context.Context, command string, o ExecOptions) (Record
 		return Record{}, err
 	}
 	s.mu.Lock()
-	err = s.waitUntil(ctx, time.Until(deadline), func() bool { return a.phase == phaseDone })
+	err = s.waitUntil(ctx, time.Until(deadline), func() bool { return a.phase == phaseDone || a.holdExpired() })
+	held := ""
+	if err == nil && a.phase != phaseDone {
+		held, err = a.held, errDeadline
+	}
 	if err != nil && s.err != nil {
 		// The shell is gone; what it wrote before is still in the relay.
 		s.waitRelayDrained()
@@ -212,7 +228,7 @@ func (s *Shell) Exec(ctx context.Context, command string, o ExecOptions) (Record
 		s.mu.Lock()
 		full := s.alt.on
 		s.mu.Unlock()
-		te := &TimeoutError{Partial: rec, State: InputState{LastLine: lastLine(last), FullScreen: full}}
+		te := &TimeoutError{Partial: rec, State: InputState{LastLine: lastLine(last), FullScreen: full}, Held: held}
 		s.probeInput(&te.State)
 		return rec, te
 	case ctx.Err() != nil:
@@ -283,6 +299,7 @@ func (s *Shell) claim(ctx context.Context, command string, o ExecOptions) (*agen
 		rec: Record{ID: id, Source: "agent", Command: command, Started: time.Now(),
 			Stdout: s.opts.Spool.New(id + ".stdout"), Stderr: s.opts.Spool.New(id + ".stderr")},
 		onOutput: o.OnOutput,
+		holdWait: o.HoldWait,
 	}
 	s.agent = a
 	return a, nil

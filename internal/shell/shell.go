@@ -54,6 +54,11 @@ type Options struct {
 	Input func(p []byte)
 	// Resized, if set, sees every terminal size change (recordings). Same rules.
 	Resized func(cols, rows int)
+	// JudgeExec, if set, decides every program the shell's process tree
+	// starts once the shell is up, where the backend can judge execs (a
+	// sandboxed local shell); its rulings are filed in the running
+	// command's Record. Nil: programs are not judged.
+	JudgeExec ExecJudge
 }
 
 // Record is one finished command, the agent's or the human's.
@@ -89,6 +94,12 @@ type Record struct {
 	// Repaired names what of the shell integration the command broke and
 	// tandem put back: prompt_command, history, emacs, vi, monitor.
 	Repaired []string
+	// Execs lists the programs the command started, in order, where they
+	// are judged (Options.JudgeExec): the first MaxExecRecords of them.
+	// ExecsOmitted counts the rest. Blocked lists those that were refused.
+	Execs        []ExecRecord
+	ExecsOmitted int
+	Blocked      []ExecRecord
 }
 
 // Interrupt is how a command was interrupted.
@@ -199,7 +210,11 @@ func Start(ctx context.Context, d Dialer, opts *Options) (*Shell, error) {
 		return nil, fmt.Errorf("shell start: %w: nonce: %w", ErrStart, err)
 	}
 	s.nonce = hex.EncodeToString(nb[:])
-	conn, err := d.Dial(ctx, Launch{Command: LaunchCommand(), Cols: s.opts.Cols, Rows: s.opts.Rows})
+	l := Launch{Command: LaunchCommand(), Cols: s.opts.Cols, Rows: s.opts.Rows}
+	if s.opts.JudgeExec != nil {
+		l.JudgeExec = s.judgeExec
+	}
+	conn, err := d.Dial(ctx, l)
 	if err != nil {
 		return nil, fmt.Errorf("shell start: %w: %w", ErrStart, err)
 	}

@@ -29,6 +29,7 @@ type conn struct {
 	pid    int
 	runDir string
 	grace  time.Duration
+	guard  *guard // nil when execs are not judged
 
 	done chan struct{} // closed once the shell has been reaped
 
@@ -153,6 +154,9 @@ func (c *conn) Close() error {
 		case <-c.done:
 		case <-time.After(reapTimeout):
 			errs = append(errs, fmt.Errorf("shell pid %d not reaped after %v", c.pid, reapTimeout))
+		}
+		if c.guard != nil {
+			c.guard.stop()
 		}
 		errs = append(errs, c.ptmx.Close(), os.RemoveAll(c.runDir))
 		if err := errors.Join(errs...); err != nil {

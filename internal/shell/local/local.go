@@ -120,7 +120,7 @@ func (o *Options) Dial(ctx context.Context, l shell.Launch) (shell.Conn, error) 
 			return nil, errors.Join(fmt.Errorf("local dial: create run dir: %w", err), os.RemoveAll(runDir))
 		}
 	}
-	c, err := o.start(l, runDir)
+	c, err := o.start(ctx, l, runDir)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("local dial: %w", err), os.RemoveAll(runDir))
 	}
@@ -148,10 +148,13 @@ func (o *Options) check() error {
 	return nil
 }
 
-// start spawns the shell in its PTY and returns the live connection.
-func (o *Options) start(l shell.Launch, runDir string) (*conn, error) {
+// start spawns the shell in its PTY and returns the live connection. A
+// sandboxed shell with l.JudgeExec has every exec judged from the shell's
+// own on; an unsandboxed one is not judged (there is no launcher).
+func (o *Options) start(ctx context.Context, l shell.Launch, runDir string) (*conn, error) {
 	argv := []string{shellInterpreter, "-c", l.Command}
 	var cmd *exec.Cmd
+	var g *guard
 	if o.NoSandbox {
 		cmd = exec.Command(argv[0], argv[1:]...)
 	} else {
@@ -160,9 +163,22 @@ func (o *Options) start(l shell.Launch, runDir string) (*conn, error) {
 			ro = sandbox.DefaultReadOnly()
 		}
 		p := sandbox.Policy{ReadWrite: []string{o.Workspace, runDir}, ReadOnly: ro, Network: o.Network}
+		if l.JudgeExec != nil {
+			var err error
+			if g, err = newGuard(l.JudgeExec); err != nil {
+				return nil, err
+			}
+			p.ExecFD = 3 // ExtraFiles[0]
+		}
 		var err error
 		if cmd, err = sandbox.Command(o.Self, p, argv); err != nil {
+			if g != nil {
+				g.abort()
+			}
 			return nil, err
+		}
+		if g != nil {
+			cmd.ExtraFiles = []*os.File{g.child}
 		}
 	}
 	cmd.Dir = o.Workspace
@@ -174,10 +190,16 @@ func (o *Options) start(l shell.Launch, runDir string) (*conn, error) {
 	}
 	master, err := pty.StartWithSize(cmd, size)
 	if err != nil {
+		if g != nil {
+			g.abort()
+		}
 		return nil, fmt.Errorf("start shell: %w", err)
 	}
 	ptmx, err := pollable(master)
 	if err != nil {
+		if g != nil {
+			g.abort()
+		}
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return nil, fmt.Errorf("start shell: %w", err)
@@ -193,6 +215,15 @@ func (o *Options) start(l shell.Launch, runDir string) (*conn, error) {
 		runDir: runDir,
 		grace:  grace,
 		done:   make(chan struct{}),
+		guard:  g,
+	}
+	if g != nil {
+		if err := g.started(ctx, c); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			_ = ptmx.Close()
+			return nil, fmt.Errorf("start shell: %w", err)
+		}
 	}
 	go c.wait()
 	return c, nil

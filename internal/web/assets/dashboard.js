@@ -160,7 +160,12 @@
 
     const dl = el('dl');
     if (act.command) {
-      dl.append(el('dt', { text: 'Command' }), el('dd', {}, [el('pre', { class: 'command' }, [el('code', { text: text(act.command) })])]));
+      // A program a command started (local exec judging) is named as such,
+      // beside the agent's command line that started it.
+      dl.append(el('dt', { text: act.parent ? 'Program' : 'Command' }), el('dd', {}, [el('pre', { class: 'command' }, [el('code', { text: text(act.command) })])]));
+    }
+    if (act.parent) {
+      dl.append(el('dt', { text: 'Started by' }), el('dd', {}, [el('pre', { class: 'command' }, [el('code', { text: text(act.parent) })])]));
     }
     field(dl, 'Directory', text(act.cwd));
     field(dl, 'Session', text(act.sessionName));

@@ -1,0 +1,232 @@
+package execguard
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrUnavailable is wrapped by every error that says the running kernel
+// cannot judge execs (no seccomp user notification, or one too old to let
+// an allowed exec continue).
+var ErrUnavailable = errors.New("kernel cannot judge execs")
+
+// Audit architecture numbers (linux/audit.h) the filter tells apart.
+const (
+	auditArchX86_64  = 0xc000003e
+	auditArchI386    = 0x40000003
+	auditArchAarch64 = 0xc00000b7
+	auditArchARM     = 0x40000028
+	x32SyscallBit    = 0x40000000
+)
+
+// abi is one architecture's syscalls, as the filter sees them.
+type abi struct {
+	arch             uint32
+	execve, execveat uint32
+	seccomp          uint32 // 0 on the compat ABI: not checked there
+}
+
+// archs is what the filter knows for the architecture tandem was built for:
+// the native ABI, whose execs are judged, and the compat ABI, whose execs
+// are refused (tandem reads argv as native pointers). Any other arch is
+// killed.
+type archs struct {
+	native, compat abi
+	x32            bool // native syscall numbers with x32SyscallBit set are x32's: refused
+}
+
+// hostArchs returns the filter's architectures for GOARCH, or false where
+// exec judging is not built.
+func hostArchs() (archs, bool) {
+	switch runtime.GOARCH {
+	case "amd64":
+		return archs{native: abi{auditArchX86_64, 59, 322, 317}, compat: abi{auditArchI386, 11, 358, 354}, x32: true}, true
+	case "arm64":
+		return archs{native: abi{auditArchAarch64, 221, 281, 277}, compat: abi{auditArchARM, 11, 387, 383}}, true
+	}
+	return archs{}, false
+}
+
+// Offsets in struct seccomp_data (little-endian: an argument's low 32 bits
+// come first).
+const (
+	offNr   = 0
+	offArch = 4
+	offArg0 = 16
+	offArg1 = 24
+)
+
+// insn is one BPF instruction whose jumps name labels, not offsets.
+type insn struct {
+	code   uint16
+	k      uint32
+	jt, jf string // labels; "" is the next instruction
+	label  string // this instruction's label
+}
+
+// assemble resolves labels into the relative jumps BPF wants.
+func assemble(prog []insn) []unix.SockFilter {
+	at := map[string]int{}
+	for i, in := range prog {
+		if in.label != "" {
+			at[in.label] = i
+		}
+	}
+	off := func(i int, l string) uint8 {
+		if l == "" {
+			return 0
+		}
+		t, ok := at[l]
+		if !ok || t <= i || t-i-1 > 255 {
+			panic("execguard: bad jump to " + l)
+		}
+		return uint8(t - i - 1)
+	}
+	out := make([]unix.SockFilter, len(prog))
+	for i, in := range prog {
+		out[i] = unix.SockFilter{Code: in.code, K: in.k, Jt: off(i, in.jt), Jf: off(i, in.jf)}
+	}
+	return out
+}
+
+// program is the BPF filter:
+//
+//	arch native: x32 syscall → ENOSYS; execve, execveat → notify tandem;
+//	             seccomp(SET_MODE_FILTER) with NEW_LISTENER → EPERM; else allow
+//	arch compat: execve, execveat → EPERM; seccomp with NEW_LISTENER → EPERM; else allow
+//	other arch:  kill the process
+//
+// A nested filter with a listener of its own would take the exec
+// notifications first (the newest filter's listener gets a notification
+// that several filters raise) and could let them continue unjudged, so no
+// process of the tree may install one.
+func program(a archs) []unix.SockFilter {
+	const (
+		ld   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+		ret  = unix.BPF_RET | unix.BPF_K
+	)
+	x32 := uint32(0) // a mask that never matches when there is no x32 ABI
+	if a.x32 {
+		x32 = x32SyscallBit
+	}
+	return assemble([]insn{
+		{code: ld, k: offArch},
+		{code: jeq, k: a.native.arch, jt: "native"},
+		{code: jeq, k: a.compat.arch, jt: "compat"},
+		{code: ret, k: unix.SECCOMP_RET_KILL_PROCESS},
+
+		{label: "native", code: ld, k: offNr},
+		{code: jset, k: x32, jt: "enosys"},
+		{code: jeq, k: a.native.execve, jt: "notify"},
+		{code: jeq, k: a.native.execveat, jt: "notify"},
+		{code: jeq, k: a.native.seccomp, jt: "seccomp"},
+		{code: ret, k: unix.SECCOMP_RET_ALLOW},
+
+		{label: "compat", code: ld, k: offNr},
+		{code: jeq, k: a.compat.execve, jt: "eperm"},
+		{code: jeq, k: a.compat.execveat, jt: "eperm"},
+		{code: jeq, k: a.compat.seccomp, jt: "seccomp"},
+		{code: ret, k: unix.SECCOMP_RET_ALLOW},
+
+		{label: "seccomp", code: ld, k: offArg0},
+		{code: jeq, k: unix.SECCOMP_SET_MODE_FILTER, jf: "allow"},
+		{code: ld, k: offArg1},
+		{code: jset, k: unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, jt: "eperm"},
+		{label: "allow", code: ret, k: unix.SECCOMP_RET_ALLOW},
+		{label: "notify", code: ret, k: unix.SECCOMP_RET_USER_NOTIF},
+		{label: "enosys", code: ret, k: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
+		{label: "eperm", code: ret, k: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
+	})
+}
+
+// Install puts the calling thread under the exec filter and returns the
+// filter's listener descriptor (close-on-exec). It sets no_new_privs, which
+// an unprivileged filter needs (Landlock has set it already in the
+// launcher).
+//
+// The filter applies to the calling thread only, not to the process's
+// other threads (no TSYNC): the caller must lock its goroutine to the
+// thread (runtime.LockOSThread) and exec from that same thread, as the
+// sandbox launcher does. execve ends every other thread, so the program
+// starts with the filter on its only thread and every descendant inherits
+// it; the Go runtime's other threads never exec.
+func Install() (int, error) {
+	a, ok := hostArchs()
+	if !ok {
+		return -1, fmt.Errorf("%w: not built for %s", ErrUnavailable, runtime.GOARCH)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return -1, fmt.Errorf("exec filter: prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+	}
+	prog := program(a)
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	fd, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
+		unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, uintptr(unsafe.Pointer(&fprog)))
+	runtime.KeepAlive(prog)
+	if errno != 0 {
+		return -1, fmt.Errorf("exec filter: seccomp(SET_MODE_FILTER, NEW_LISTENER): %w", errno)
+	}
+	return int(fd), nil
+}
+
+// minKernel is the first Linux release whose user notification can let a
+// syscall continue (SECCOMP_USER_NOTIF_FLAG_CONTINUE, 5.5).
+var minKernel = [2]int{5, 5}
+
+// Available reports whether the running kernel can judge execs. The error
+// wraps ErrUnavailable and says what is missing.
+func Available() error {
+	if _, ok := hostArchs(); !ok {
+		return fmt.Errorf("%w: exec judging is not built for %s", ErrUnavailable, runtime.GOARCH)
+	}
+	b, err := os.ReadFile("/proc/sys/kernel/seccomp/actions_avail")
+	if err != nil {
+		return fmt.Errorf("%w: seccomp filters are not available (%v)", ErrUnavailable, err)
+	}
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return fmt.Errorf("%w: uname: %v", ErrUnavailable, err)
+	}
+	return available(string(b), unix.ByteSliceToString(u.Release[:]))
+}
+
+// available is Available's verdict on the kernel's seccomp actions and
+// release string.
+func available(actions, rel string) error {
+	actions = strings.TrimSpace(actions)
+	if !strings.Contains(" "+actions+" ", " user_notif ") {
+		return fmt.Errorf("%w: seccomp user notification is not available (actions: %s)", ErrUnavailable, actions)
+	}
+	if v, ok := release(rel); !ok || v[0] < minKernel[0] || (v[0] == minKernel[0] && v[1] < minKernel[1]) {
+		return fmt.Errorf("%w: Linux %s cannot let an allowed exec continue (Linux %d.%d+ is needed)", ErrUnavailable, rel, minKernel[0], minKernel[1])
+	}
+	return nil
+}
+
+// release parses the major and minor numbers of a kernel release string
+// such as "6.18.44-fc".
+func release(s string) ([2]int, bool) {
+	parts := strings.SplitN(s, ".", 3)
+	if len(parts) < 2 {
+		return [2]int{}, false
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minor := parts[1]
+	if i := strings.IndexFunc(minor, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+		minor = minor[:i]
+	}
+	mn, err2 := strconv.Atoi(minor)
+	if err1 != nil || err2 != nil {
+		return [2]int{}, false
+	}
+	return [2]int{major, mn}, true
+}

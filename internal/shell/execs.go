@@ -1,0 +1,152 @@
+package shell
+
+import (
+	"context"
+	"time"
+
+	"github.com/tandem-sh/tandem/internal/execguard"
+)
+
+// MaxExecRecords bounds Record.Execs and Record.Blocked; past it only
+// Record.ExecsOmitted counts.
+const MaxExecRecords = 1000
+
+// ExecInfo is one program the shell's process tree is about to start, and
+// what the shell was doing when it was started.
+type ExecInfo struct {
+	execguard.Exec
+	// Foreground says the process is in the terminal's foreground process
+	// group: the job a person at the terminal is running.
+	Foreground bool
+	// Source is "agent" while an agent command runs (from staging to its
+	// end), "user" while a human's runs, "" otherwise (a background job
+	// after its command ended, or nothing at all).
+	Source string
+	// CommandID and Command name the running command, if any.
+	CommandID string
+	Command   string
+	// ShellCwd is the shell's working directory as last reported
+	// (Exec.Cwd is the process's own).
+	ShellCwd string
+	// Hold, for an agent command's exec, tells the waiting Exec call that
+	// the program waits for a human (id names the approval): the call
+	// returns after ExecOptions.HoldWait while the command keeps running.
+	// The judge calls the returned release once the wait is over. Nil
+	// outside agent commands.
+	Hold func(id string) (release func())
+}
+
+// ExecRuling is a judge's answer for one exec.
+type ExecRuling struct {
+	// Allow lets the exec continue; otherwise it fails with EPERM.
+	Allow bool
+	// Decision is what is recorded: "allow", "deny", "approved", "denied"
+	// or "human" (a person's own command, not judged).
+	Decision string
+	// Rule is the rule that decided, as the operator wrote it; empty when
+	// no rule matched.
+	Rule string
+}
+
+// ExecJudge decides one exec. It may block (an approval waits for a
+// human; the process waits in the kernel meanwhile), and it runs without
+// the Shell's lock: it may read the Shell, not wait for it to change.
+type ExecJudge func(ctx context.Context, x ExecInfo) ExecRuling
+
+// ExecRecord is one program a command started, as recorded with it.
+type ExecRecord struct {
+	Argv      []string `json:"argv"`
+	Truncated bool     `json:"truncated,omitempty"`
+	Path      string   `json:"path"`
+	Cwd       string   `json:"cwd"`
+	Decision  string   `json:"decision"`
+	Rule      string   `json:"rule,omitempty"`
+}
+
+// LaunchJudge is what a backend calls for every exec of the shell's tree
+// (see Launch.JudgeExec). foreground is as in ExecInfo.
+type LaunchJudge func(ctx context.Context, e execguard.Exec, foreground bool) execguard.Verdict
+
+// judgeExec is the Shell's LaunchJudge: it allows the shell's own start-up
+// (the launcher's exec of sh, sh's of bash, the integration's stty and
+// mkfifo, the user's rc) unjudged, then asks opts.JudgeExec with the
+// running command named and files the answer in its record.
+func (s *Shell) judgeExec(ctx context.Context, e execguard.Exec, foreground bool) execguard.Verdict {
+	s.mu.Lock()
+	if !s.ready {
+		s.mu.Unlock()
+		return execguard.Allow
+	}
+	x := ExecInfo{Exec: e, Foreground: foreground}
+	var rec *Record
+	a, h := s.agent, s.human
+	switch {
+	case a != nil && a.phase != phaseDone:
+		x.Source, rec = "agent", &a.rec
+	case h != nil && !h.ended:
+		x.Source, rec = "user", &h.rec
+	}
+	if rec != nil {
+		x.CommandID, x.Command = rec.ID, rec.Command
+	}
+	if x.Source == "agent" {
+		x.Hold = func(id string) func() { return s.hold(a, id) }
+	}
+	x.ShellCwd = s.cwd
+	s.mu.Unlock()
+
+	r := s.opts.JudgeExec(ctx, x)
+
+	s.mu.Lock()
+	if rec != nil && ((a != nil && s.agent == a) || (a == nil && s.human == h)) {
+		rec.addExec(ExecRecord{Argv: e.Argv, Truncated: e.Truncated, Path: e.Path, Cwd: e.Cwd, Decision: r.Decision, Rule: r.Rule}, !r.Allow)
+	}
+	s.mu.Unlock()
+	if r.Allow {
+		return execguard.Allow
+	}
+	return execguard.Deny
+}
+
+// hold marks a's command as waiting for a human about one of its
+// programs, and wakes its Exec once HoldWait has passed; release clears
+// the mark.
+func (s *Shell) hold(a *agentRun, id string) (release func()) {
+	s.mu.Lock()
+	a.held, a.heldAt = id, time.Now()
+	var t *time.Timer
+	if a.holdWait > 0 {
+		t = time.AfterFunc(a.holdWait, s.wake)
+	}
+	s.changed.Broadcast()
+	s.mu.Unlock()
+	return func() {
+		if t != nil {
+			t.Stop()
+		}
+		s.mu.Lock()
+		if a.held == id {
+			a.held, a.heldAt = "", time.Time{}
+		}
+		s.changed.Broadcast()
+		s.mu.Unlock()
+	}
+}
+
+// holdExpired reports whether a program of the command has waited for a
+// human longer than the Exec call waits; s.mu is held.
+func (a *agentRun) holdExpired() bool {
+	return a.holdWait > 0 && a.held != "" && time.Since(a.heldAt) >= a.holdWait
+}
+
+// addExec files one exec, within MaxExecRecords.
+func (r *Record) addExec(e ExecRecord, blocked bool) {
+	if len(r.Execs) < MaxExecRecords {
+		r.Execs = append(r.Execs, e)
+	} else {
+		r.ExecsOmitted++
+	}
+	if blocked && len(r.Blocked) < MaxExecRecords {
+		r.Blocked = append(r.Blocked, e)
+	}
+}

@@ -1,0 +1,99 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tandem-sh/tandem/internal/execguard"
+	"github.com/tandem-sh/tandem/internal/shell"
+)
+
+// ErrExecJudging is wrapped by Dial's error when the shell's programs must
+// be judged (Launch.JudgeExec) and the kernel cannot: the session is
+// refused rather than run unjudged.
+var ErrExecJudging = errors.New("exec judging unavailable")
+
+// receiveTimeout bounds how long Dial waits for the launcher's listener.
+const receiveTimeout = 10 * time.Second
+
+// guard is the exec judging of one sandboxed shell: the launcher's socket
+// until the listener arrives, then the goroutine serving it.
+type guard struct {
+	parent, child *os.File
+	judge         shell.LaunchJudge
+	cancel        context.CancelFunc
+	done          chan struct{}
+}
+
+// newGuard prepares exec judging with judge, or explains why the kernel
+// cannot.
+func newGuard(judge shell.LaunchJudge) (*guard, error) {
+	if err := execguard.Available(); err != nil {
+		return nil, fmt.Errorf("%w: the policy's command rules must judge every program a local session starts: %w", ErrExecJudging, err)
+	}
+	parent, child, err := execguard.Pair()
+	if err != nil {
+		return nil, err
+	}
+	return &guard{parent: parent, child: child, judge: judge, done: make(chan struct{})}, nil
+}
+
+// started runs once the launcher is running: it drops tandem's copy of
+// the launcher's end, receives the listener and serves it until stop. The
+// launcher's exec of the shell waits for this.
+func (g *guard) started(ctx context.Context, c *conn) error {
+	_ = g.child.Close()
+	rctx, cancel := context.WithTimeout(ctx, receiveTimeout)
+	l, err := execguard.Receive(rctx, g.parent)
+	cancel()
+	_ = g.parent.Close()
+	if err != nil {
+		close(g.done)
+		return err
+	}
+	sctx, scancel := context.WithCancel(context.Background())
+	g.cancel = scancel
+	go func() {
+		defer close(g.done)
+		_ = l.Serve(sctx, func(ctx context.Context, e execguard.Exec) execguard.Verdict {
+			return g.judge(ctx, e, c.foreground(e.Pid))
+		})
+	}()
+	return nil
+}
+
+// abort releases a guard whose launcher never started.
+func (g *guard) abort() {
+	_ = g.child.Close()
+	_ = g.parent.Close()
+}
+
+// stop ends serving: execs still waiting, and any later ones, fail.
+func (g *guard) stop() {
+	if g.cancel != nil {
+		g.cancel()
+	}
+	<-g.done
+}
+
+// foreground reports whether pid belongs to the job a person at the
+// terminal runs: its process group holds the terminal and is not the
+// shell's own (the shell's group holds it at the prompt and while a
+// builtin runs; a job that `set +m` left there is not the person's).
+func (c *conn) foreground(pid int) bool {
+	st, err := readStat(pid)
+	if err != nil || st.sid != c.pid {
+		return false
+	}
+	var pgrp int
+	err = c.control(func(fd int) (err error) {
+		pgrp, err = unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+		return err
+	})
+	return err == nil && pgrp == st.pgrp && pgrp != c.pid
+}
