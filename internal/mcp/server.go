@@ -441,9 +441,9 @@ func (s *Server) register() {
 	yes, no := true, false
 	for _, t := range []toolSpec{
 		{name: "ssh_connect", title: "Open a shell session", in: connectSchema,
-			desc: "Start a shell session on a configured target (or, where allowed, an SSH host) and get its sessionToken and the monitoringUrl where a human can watch and type into it.",
+			desc: "Start a shell session on a configured target (or, where allowed, an SSH host) and get its sessionToken and the monitoringUrl where a human can watch it (and type into it, signed in as tandem's operator).",
 			out: schema{"connection": connectionSchema, "sessionToken": typed("string", "Pass to every other tool; shown only once."),
-				"monitoringUrl": typed("string", "The browser URL where a human can watch and type into the session; give it to the human."),
+				"monitoringUrl": typed("string", "The browser URL where a human can watch the session, and type into it once signed in as tandem's operator; give it to the human. The URL alone lets a browser watch, never type."),
 				"workspace":     typed("string", "A local session's read-write directory."),
 				"sandbox":       sandboxSchema},
 			handler: s.withRoots(handler(s, "ssh_connect", s.connect))},
@@ -502,7 +502,7 @@ func (s *Server) register() {
 			out:     schema{},
 			handler: handler(s, "ssh_disconnect", s.disconnect)},
 		{name: "ssh_get_monitoring_url", title: "Get the monitoring URL", in: sessionSchema, readOnly: true,
-			desc: "Get the browser URL where a human can watch and type into the session.",
+			desc: "Get the browser URL where a human can watch the session (and type into it, signed in as tandem's operator).",
 			out: schema{"sessionName": typed("string", "The session."),
 				"monitoringUrl": typed("string", "The browser URL; give it to the human.")},
 			handler: handler(s, "ssh_get_monitoring_url", s.monitoringURL)},
