@@ -23,6 +23,8 @@ type ExecJudge interface {
 	DecideExec(e policy.Exec) policy.Verdict
 	// JudgesExecs says whether any exec could be refused or held.
 	JudgesExecs() bool
+	// JudgedArgv lists the argv the judge saw whole in a command line.
+	JudgedArgv(line string) [][]string
 }
 
 // execTool is the tool whose command rules judge execs: the programs a
@@ -39,6 +41,9 @@ const (
 	execHuman    = "human"
 	execApproved = "approved"
 	execDenied   = "denied"
+	// execLine: the exec is one the agent's command line names literally,
+	// judged (and approved, where a rule asked) with the line.
+	execLine = "line"
 )
 
 // judgeExecs arms exec judging on a sandboxed local target whose policy
@@ -63,10 +68,49 @@ func (s *Server) judgeExecs(c session.Caller, t *session.Target) error {
 		return fmt.Errorf("%w: the policy's command rules must judge every program a local session starts, and this kernel cannot (%v); run `tandem sandbox` for details", target.ErrSandboxUnavailable, err)
 	}
 	d := &denials{}
+	l := &lineExecs{}
 	t.JudgeExec = func(ctx context.Context, sess *session.Session, x shell.ExecInfo) shell.ExecRuling {
+		if x.Source == "agent" && l.take(ej, x) {
+			return shell.ExecRuling{Allow: true, Decision: execLine}
+		}
 		return s.judgeExec(ctx, ej, d, sess, x)
 	}
 	return nil
+}
+
+// lineExecs lets each program that the agent's command line names
+// literally (rm data.txt in "rm data.txt") start once without a second
+// judgement: the line was judged with that very argv before it ran, and a
+// human who approved the line must not be asked again for the same
+// program. Each literal simple command of the line covers one exec with
+// exactly its argv; any other program, or the same argv a second time (a
+// script repeating it), is judged on its own.
+type lineExecs struct {
+	mu      sync.Mutex
+	command string         // the CommandID the counts are for
+	left    map[string]int // quoted argv -> execs it still covers
+}
+
+// take reports whether x is covered by its command line, and uses up
+// that cover.
+func (l *lineExecs) take(ej ExecJudge, x shell.ExecInfo) bool {
+	if x.Truncated || x.CommandID == "" {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.command != x.CommandID {
+		l.command, l.left = x.CommandID, map[string]int{}
+		for _, argv := range ej.JudgedArgv(x.Command) {
+			l.left[shellQuote(argv, false)]++
+		}
+	}
+	k := shellQuote(x.Argv, false)
+	if l.left[k] == 0 {
+		return false
+	}
+	l.left[k]--
+	return true
 }
 
 // denials remembers, for the agent command that runs, the programs a human

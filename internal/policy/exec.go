@@ -119,3 +119,40 @@ func quoteExec(e Exec) string {
 	}
 	return s
 }
+
+// JudgedArgv lists the programs a command line starts as its judge saw
+// them whole: the argv of every simple command in it (a wrapper's own
+// argv included) whose words are all literal, so that each is exactly
+// what the program receives. The line was judged with these argv before
+// it ran (and a human approved it where a rule asked), so an exec with one
+// of them, started by that line, need not be judged again. A line the
+// parser cannot read lists nothing.
+func (p *Policy) JudgedArgv(line string) [][]string {
+	if p == nil || len(line) > maxCommandBytes || tooDeep(line) {
+		return nil
+	}
+	parser := p.parser()
+	defer p.parsers.Put(parser)
+	c := collector{parser: parser}
+	if err := c.script(line, 0); err != nil {
+		return nil
+	}
+	var out [][]string
+	for _, it := range c.items {
+		if it.extra || it.why != judgeable || len(it.argv) == 0 {
+			continue
+		}
+		argv := make([]string, 0, len(it.argv))
+		for _, w := range it.argv {
+			if !w.lit || w.glob || w.hidden {
+				argv = nil
+				break
+			}
+			argv = append(argv, w.s)
+		}
+		if argv != nil {
+			out = append(out, argv)
+		}
+	}
+	return out
+}

@@ -88,3 +88,45 @@ func BenchmarkDecideExec(b *testing.B) {
 		p.DecideExec(e)
 	}
 }
+
+// TestJudgedArgv: the argv a line names whole, wrappers' own included;
+// nothing that expands, reads input or fails to parse.
+func TestJudgedArgv(t *testing.T) {
+	p := mustCompileRules(t, "ask", nil)
+	for _, tc := range []struct {
+		line string
+		want []string
+	}{
+		{"rm data.txt", []string{"rm data.txt"}},
+		{"cd /tmp && rm -f a b; echo done", []string{"cd /tmp", "rm -f a b", "echo done"}},
+		{"echo rm data.txt", []string{"echo rm data.txt"}},
+		{"bash -c 'rm x'", []string{"bash -c 'rm x'", "rm x"}},
+		{"rm $F", nil},
+		{"rm *.o", nil},
+		{"xargs rm < list", []string{"xargs rm"}},
+		{"rm 'a b'", []string{"rm 'a b'"}},
+		{"if true; then", nil},
+	} {
+		var got []string
+		for _, argv := range p.JudgedArgv(tc.line) {
+			got = append(got, quoteArgvForTest(argv))
+		}
+		if strings.Join(got, " | ") != strings.Join(tc.want, " | ") {
+			t.Errorf("JudgedArgv(%q) = %q, want %q", tc.line, got, tc.want)
+		}
+	}
+}
+
+func quoteArgvForTest(argv []string) string {
+	var b strings.Builder
+	for i, a := range argv {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if strings.ContainsAny(a, " '") {
+			a = "'" + a + "'"
+		}
+		b.WriteString(a)
+	}
+	return b.String()
+}
