@@ -138,17 +138,7 @@ func (n *Node) MCP(next http.Handler, o MCPOptions) http.Handler {
 				http.Error(w, "cluster: the forwarded request's signature does not verify", http.StatusForbidden)
 				return
 			}
-			body, release, ok := n.readBody(w, r)
-			if !ok {
-				return
-			}
-			defer release()
-			if !BodyMatches(r, body) {
-				http.Error(w, "cluster: the forwarded request's body is not the one signed", http.StatusForbidden)
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			next.ServeHTTP(w, r)
+			n.serveSignedBody(w, r, next)
 			return
 		}
 		caller, ok := o.Identify(r.Context(), r)

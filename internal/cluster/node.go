@@ -199,18 +199,25 @@ func (n *Node) Internal(h http.Handler) http.Handler {
 			http.Error(w, "cluster: this endpoint is for tandem nodes; the request's signature does not verify", http.StatusForbidden)
 			return
 		}
-		body, release, ok := n.readBody(w, r)
-		if !ok {
-			return
-		}
-		defer release()
-		if !BodyMatches(r, body) {
-			http.Error(w, "cluster: the request's body is not the one signed", http.StatusForbidden)
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		h.ServeHTTP(w, r)
+		n.serveSignedBody(w, r, h)
 	})
+}
+
+// serveSignedBody reads the body of a request whose signature headers
+// verified, within the node's budget, and serves it with h only if it is
+// the body the signature covers.
+func (n *Node) serveSignedBody(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	body, release, ok := n.readBody(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+	if !BodyMatches(r, body) {
+		http.Error(w, "cluster: the request's body is not the one signed", http.StatusForbidden)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	h.ServeHTTP(w, r)
 }
 
 // Call sends a signed request to the live node with instance id node and
