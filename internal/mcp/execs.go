@@ -70,12 +70,28 @@ func (s *Server) judgeExecs(c session.Caller, t *session.Target) error {
 	d := &denials{}
 	l := &lineExecs{}
 	t.JudgeExec = func(ctx context.Context, sess *session.Session, x shell.ExecInfo) shell.ExecRuling {
-		if x.Source == "agent" && l.take(ej, x) {
+		if x.Source == "agent" && namedForItself(x) && l.take(ej, x) {
 			return shell.ExecRuling{Allow: true, Decision: execLine}
 		}
 		return s.judgeExec(ctx, ej, d, sess, x)
 	}
 	return nil
+}
+
+// namedForItself reports whether the program is the one its argv[0]
+// names: its path, and the path with symlinks resolved, end in that name.
+// Only then is an exec what the line's judge saw: `hash -p /bin/rm lsh`,
+// a symlink named ls, or `exec -a ls rm` start rm under another name.
+func namedForItself(x shell.ExecInfo) bool {
+	if len(x.Argv) == 0 {
+		return false
+	}
+	name := filepath.Base(x.Argv[0])
+	if filepath.Base(x.Path) != name {
+		return false
+	}
+	r, err := filepath.EvalSymlinks(x.Path)
+	return err == nil && filepath.Base(r) == name
 }
 
 // lineExecs lets each program that the agent's command line names
