@@ -27,7 +27,17 @@ const (
 	relayDrainWait = time.Second
 	// stageTimeout bounds the shell's confirmation of a staged line.
 	stageTimeout = 5 * time.Second
+	// stageBytesPerSecond is the slowest pace at which a busy machine's
+	// bash is still taken to be reading a long staged line (it reads a
+	// pipe a byte at a time): the stage limit grows by a second for each
+	// this many bytes, so a 1 MiB line is not taken for a wedged shell.
+	stageBytesPerSecond = 64 << 10
 )
+
+// stageLimit bounds the shell's confirmation of a staged line of n bytes.
+func stageLimit(n int) time.Duration {
+	return stageTimeout + time.Duration(n/stageBytesPerSecond)*time.Second
+}
 
 // What holds a busy shell (BusyError.Kind).
 const (
@@ -196,7 +206,7 @@ func (s *Shell) Exec(ctx context.Context, command string, o ExecOptions) (Record
 	if err != nil {
 		return Record{}, err
 	}
-	if err := s.stage(ctx, a, min(stageTimeout, o.Timeout)); err != nil {
+	if err := s.stage(ctx, a, min(stageLimit(len(command)), o.Timeout)); err != nil {
 		return Record{}, err
 	}
 	s.mu.Lock()
