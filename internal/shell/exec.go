@@ -29,9 +29,10 @@ const (
 	stageTimeout = 5 * time.Second
 	// stageBytesPerSecond is the slowest pace at which a busy machine's
 	// bash is still taken to be reading a long staged line (it reads a
-	// pipe a byte at a time): the stage limit grows by a second for each
-	// this many bytes, so a 1 MiB line is not taken for a wedged shell.
-	stageBytesPerSecond = 64 << 10
+	// pipe a byte at a time; a loaded CI machine was seen at 60 KB/s):
+	// the stage limit grows by a second for each this many bytes, so a
+	// 1 MiB line is not taken for a wedged shell.
+	stageBytesPerSecond = 16 << 10
 )
 
 // stageLimit bounds the shell's confirmation of a staged line of n bytes.
