@@ -85,15 +85,33 @@ func (g *guard) stop() {
 // terminal runs: its process group holds the terminal and is not the
 // shell's own (the shell's group holds it at the prompt and while a
 // builtin runs; a job that `set +m` left there is not the person's).
+//
+// bash puts a new job in its own process group before it hands it the
+// terminal, and the program may exec in between: while the terminal is
+// still the shell's own, a program in a job of its own is given a moment
+// (handOver) to be handed it, so that a person's command on a busy
+// machine is not taken for a background job.
 func (c *conn) foreground(pid int) bool {
 	st, err := readStat(pid)
-	if err != nil || st.sid != c.pid {
+	if err != nil || st.sid != c.pid || st.pgrp == c.pid {
 		return false
 	}
-	var pgrp int
-	err = c.control(func(fd int) (err error) {
-		pgrp, err = unix.IoctlGetInt(fd, unix.TIOCGPGRP)
-		return err
-	})
-	return err == nil && pgrp == st.pgrp && pgrp != c.pid
+	for deadline := time.Now().Add(handOver); ; time.Sleep(5 * time.Millisecond) {
+		var pgrp int
+		err = c.control(func(fd int) (err error) {
+			pgrp, err = unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+			return err
+		})
+		switch {
+		case err != nil:
+			return false
+		case pgrp == st.pgrp:
+			return true
+		case pgrp != c.pid || time.Now().After(deadline):
+			return false // another job holds the terminal, or none hands it over
+		}
+	}
 }
+
+// handOver bounds the wait for bash to hand a new job the terminal.
+const handOver = 300 * time.Millisecond
