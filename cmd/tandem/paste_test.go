@@ -302,7 +302,8 @@ func TestBrowserPaste(t *testing.T) {
 				var wg sync.WaitGroup
 				wg.Add(1)
 				go func() { defer wg.Done(); mustOK(t, exec(agent)) }()
-				waitScreen(t, ctx, func(s string) bool { return strings.Contains(s, agent) })
+				// The prompt holds the workspace's path: the line may wrap.
+				waitScreen(t, ctx, func(s string) bool { return strings.Contains(strings.ReplaceAll(s, "\n", ""), agent) })
 				paste(strings.ReplaceAll(pasteText(from, from+n), "\r", "\n"))
 				wg.Wait()
 				checkPaste(t, fmt.Sprintf("a page paste of %d lines while the agent's command ran", n), humanReport(t, exec, read, n, 32<<10), from, n)

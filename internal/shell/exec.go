@@ -413,30 +413,43 @@ func (s *Shell) interrupt(a *agentRun) error {
 }
 
 // awaitProgram waits, briefly, until a program of the agent's command
-// holds the terminal: bash prints the start mark before it forks, and a
-// Ctrl-C that reaches bash in that gap interrupts nothing (bash waits for
-// its child and acts only if the child died of it). Without a way to see
-// the foreground (SSH) it waits a moment instead.
+// can take a Ctrl-C (see ProgramReporter): bash prints the start mark
+// before it forks, and a Ctrl-C that reaches bash while it waits for a
+// child, or the child before it has left bash's handler, interrupts
+// nothing. A command of builtins only never hands the terminal over: once
+// the shell has held it for shellHolds, bash takes the key itself.
+// Without a way to see the foreground it waits a moment instead.
 func (s *Shell) awaitProgram(a *agentRun) {
-	fr, ok := s.conn.(ForegroundReporter)
+	pr, ok := s.conn.(ProgramReporter)
 	if !ok {
 		time.Sleep(50 * time.Millisecond)
 		return
 	}
-	for deadline := time.Now().Add(200 * time.Millisecond); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	s.mu.Lock()
+	pid := s.pid
+	s.mu.Unlock()
+	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
 		s.mu.Lock()
 		done := a.phase == phaseDone
 		s.mu.Unlock()
-		if fg, err := fr.ShellInForeground(); done || err != nil || !fg {
-			// bash hands the child the terminal before the child restores
-			// the default SIGINT and execs: give it a moment to.
-			if !done && err == nil {
-				time.Sleep(20 * time.Millisecond)
-			}
+		if done {
+			return
+		}
+		sh, ready, err := pr.InterruptReady(pid)
+		waited := time.Since(start)
+		if err != nil || ready || (sh && waited > shellHolds) || waited > programWait {
 			return
 		}
 	}
 }
+
+// shellHolds is how long the shell may keep the terminal after the
+// agent's command started before a Ctrl-C goes to bash itself;
+// programWait bounds the wait for a program that holds it to take one.
+const (
+	shellHolds  = 300 * time.Millisecond
+	programWait = time.Second
+)
 
 // interruptKeys are the keys a terminal turns into signals: Ctrl-C,
 // Ctrl-Z and Ctrl-\.

@@ -71,10 +71,12 @@ func (s *Shell) event(e *term.Event) {
 		if len(s.typed) == 0 {
 			c, ok = s.useCredit()
 		}
-		if !ok && s.agent != nil {
+		if !ok && (s.agent != nil || s.promptDue) {
 			// While the agent's line is captured, bash prints PS0 into the
 			// relay: a C on the terminal without a viewer's Enter is a
-			// program of the agent's printing marks.
+			// program of the agent's printing marks. So is one read after
+			// the relay ended the command but before its prompt: the
+			// terminal is read apart from the relay, and may lag it.
 			s.log.Warn("shell: ignored a command-start mark that no viewer input explains (a program printing marks?)")
 			return
 		}

@@ -3,6 +3,7 @@ package shell_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -115,6 +116,19 @@ func (c *ptyConn) SignalForeground(ctx context.Context, pid int, sig syscall.Sig
 		return err
 	}
 	return syscall.Kill(-pgrp, sig)
+}
+
+func (c *ptyConn) InterruptReady(shellPID int) (sh, ready bool, err error) {
+	pgrp, err := unix.IoctlGetInt(int(c.File.Fd()), unix.TIOCGPGRP)
+	if err != nil || pgrp == shellPID {
+		return err == nil, false, err
+	}
+	own, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", shellPID))
+	if err != nil {
+		return false, false, err
+	}
+	leader, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pgrp))
+	return false, shell.TakesInterrupt(own, leader), nil
 }
 
 func (c *ptyConn) Close() error {

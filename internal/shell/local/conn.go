@@ -227,6 +227,7 @@ func (c *conn) endSession() error {
 
 var (
 	_ shell.ForegroundReporter = (*conn)(nil)
+	_ shell.ProgramReporter    = (*conn)(nil)
 	_ shell.EchoReporter       = (*conn)(nil)
 	_ shell.ReplaceReporter    = (*conn)(nil)
 )
@@ -267,6 +268,29 @@ func (c *conn) ShellInForeground() (bool, error) {
 		return false, fmt.Errorf("local shell: TIOCGPGRP: %w", err)
 	}
 	return pgrp == c.pid, nil
+}
+
+// InterruptReady reports whether the shell's own process group holds
+// the terminal, or a program that takes a Ctrl-C (see
+// shell.TakesInterrupt).
+func (c *conn) InterruptReady(shellPID int) (sh, ready bool, err error) {
+	var pgrp int
+	err = c.control(func(fd int) (err error) {
+		pgrp, err = unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+		return err
+	})
+	if err != nil {
+		return false, false, fmt.Errorf("local shell: TIOCGPGRP: %w", err)
+	}
+	if pgrp == c.pid {
+		return true, false, nil
+	}
+	own, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", shellPID))
+	if err != nil {
+		return false, false, fmt.Errorf("local shell: %w", err)
+	}
+	leader, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pgrp)) // gone: empty
+	return false, shell.TakesInterrupt(own, leader), nil
 }
 
 // InputEchoed reports whether keystrokes show on the terminal: false only

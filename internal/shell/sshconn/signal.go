@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
+
+	"github.com/tandem-sh/tandem/internal/shell"
 )
 
 // SignalForeground finds the foreground process group of shellPID's
@@ -73,6 +75,33 @@ func foregroundGroup(stat []byte) (int, error) {
 	}
 	return tpgid, nil
 }
+
+// InterruptReady reads, on short exec channels, which process group
+// holds the terminal of shell shellPID (/proc/PID/stat) and whether its
+// leader takes a Ctrl-C (see shell.TakesInterrupt).
+func (c *conn) InterruptReady(shellPID int) (sh, ready bool, err error) {
+	stat, err := c.procFile(shellPID, "stat")
+	if err != nil {
+		return false, false, err
+	}
+	pgid, err := foregroundGroup(stat)
+	switch {
+	case err != nil:
+		return false, false, fmt.Errorf("sshconn: %w", err)
+	case pgid == shellPID:
+		return true, false, nil
+	case pgid <= 0:
+		return false, true, nil
+	}
+	own, err := c.procFile(shellPID, "status")
+	if err != nil {
+		return false, false, err
+	}
+	leader, _ := c.procFile(pgid, "status") // gone: empty
+	return false, shell.TakesInterrupt(own, leader), nil
+}
+
+var _ shell.ProgramReporter = (*conn)(nil)
 
 // exec runs cmd on its own channel and returns its stdout; a failure
 // carries its stderr.
