@@ -50,6 +50,10 @@ func (i *Issuer) Issue(p IssueParams) (token string, c *Claims, err error) {
 	if _, err := rand.Read(id[:]); err != nil {
 		return "", nil, fmt.Errorf("claim: issue: %w", err)
 	}
+	// The jti is typed into `tandem token revoke JTI`: one that began with
+	// '-' (base64url's 62) would read as a flag. A clear top bit keeps the
+	// first character in A-Z or a-f.
+	id[0] &^= 0x80
 	now := time.Now
 	if i.Now != nil {
 		now = i.Now
