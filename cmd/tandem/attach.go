@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/tandem-sh/tandem/internal/server"
 	tterm "github.com/tandem-sh/tandem/internal/term"
 	"github.com/tandem-sh/tandem/internal/web"
 )
@@ -250,10 +251,10 @@ func attachToken(f attachFlags, origin string) string {
 		return ""
 	}
 	if f.tokenFile != "" {
-		tok, _ := sharedOperatorToken(f.tokenFile)
+		tok, _ := server.SharedOperatorToken(f.tokenFile)
 		return tok
 	}
-	b, err := os.ReadFile(filepath.Join(dir, dashboardTokenFile))
+	b, err := os.ReadFile(filepath.Join(dir, server.DashboardTokenFile))
 	if err != nil {
 		return ""
 	}
@@ -265,16 +266,16 @@ func attachDataDir(f attachFlags) string {
 		return f.dataDir
 	}
 	home, _ := os.UserHomeDir()
-	return defaultDataDir(home)
+	return server.DefaultDataDir(home)
 }
 
 // watchURL asks this data dir's live tandems, as their operator, for the
 // monitoring URL of a session, named by its id or by its name.
 func watchURL(ctx context.Context, f attachFlags, session string) (string, error) {
 	dir := attachDataDir(f)
-	tok, err := sharedOperatorToken(f.tokenFile)
+	tok, err := server.SharedOperatorToken(f.tokenFile)
 	if f.tokenFile == "" {
-		tok, err = operatorToken(dir)
+		tok, err = server.OperatorToken(dir)
 	}
 	if err != nil {
 		return "", err

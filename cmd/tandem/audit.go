@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tandem-sh/tandem/internal/audit"
+	"github.com/tandem-sh/tandem/internal/server"
 	"github.com/tandem-sh/tandem/internal/store"
 	"github.com/tandem-sh/tandem/internal/store/sqlite"
 )
@@ -122,10 +123,10 @@ const storeFlagHelp = "the store tandem serve uses: a postgres:// URL (default: 
 func openAuditStore(ctx context.Context, dataDir, storeURL string) (store.Store, error) {
 	if dataDir == "" {
 		home, _ := os.UserHomeDir()
-		dataDir = defaultDataDir(home)
+		dataDir = server.DefaultDataDir(home)
 	}
 	if storeURL != "" {
-		st, _, err := openStore(ctx, dataDir, storeURL)
+		st, _, err := server.OpenStore(ctx, dataDir, storeURL)
 		return st, err
 	}
 	if _, err := os.Stat(filepath.Join(dataDir, sqlite.FileName)); err != nil {

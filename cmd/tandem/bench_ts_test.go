@@ -387,7 +387,7 @@ func BenchmarkTSClient(b *testing.B) {
 	tsHTTP := startTSClientEnv(b, []string{"TANDEM_TOKEN=" + hs.benchToken(b, "default", "bench-ts")}, "--http", hs.url)
 	tsHTTP.mustDo(b, map[string]any{"op": "connect", "name": "local"})
 	goHTTPClient := hs.client(b, hs.benchToken(b, "default", "bench-go"))
-	goHTTP := sess{&server{cs: goHTTPClient.CS}, "local",
+	goHTTP := sess{&tandemProc{cs: goHTTPClient.CS}, "local",
 		str(mustOK(b, goHTTPClient.Call(b, "ssh_connect", map[string]any{"name": "local"}))["sessionToken"])}
 
 	srv := startServer(b, serverOpts{logLevel: "info", config: benchPolicy(b.TempDir())})

@@ -158,3 +158,18 @@ func TestNewcomerHintUnderGoRun(t *testing.T) {
 		t.Fatalf("the line does not parse as bash: %v %s", err, out)
 	}
 }
+
+// TestRevokeDashJTI: another issuer's jti may begin with '-'. As a bare
+// argument it reads as a flag, and the error says how to pass it; after
+// -- it is revoked.
+func TestRevokeDashJTI(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	out, err := tandemCLI(t, "token", "revoke", "-ZJMR2oKlfnsDQ7H1hoIZQ", "--data-dir", dir)
+	if err == nil || !strings.Contains(out, "goes after --: tandem token revoke [flags] -- -JTI") {
+		t.Errorf("a bare dash jti: exit %v, output %q", err, out)
+	}
+	out, err = tandemCLI(t, "token", "revoke", "--data-dir", dir, "--", "-ZJMR2oKlfnsDQ7H1hoIZQ")
+	if err != nil || strings.TrimSpace(out) != "revoked -ZJMR2oKlfnsDQ7H1hoIZQ" {
+		t.Errorf("a dash jti after --: exit %v, output %q", err, out)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tandem-sh/tandem/internal/mcptest"
+	"github.com/tandem-sh/tandem/internal/server"
 	"github.com/tandem-sh/tandem/internal/testenv"
 )
 
@@ -274,10 +275,10 @@ func TestClusterLoad(t *testing.T) {
 	}
 	// The lease runs from the dead node's last heartbeat (up to one beat
 	// before the kill); the reap comes at a survivor's next beat.
-	if d := lostAt.Sub(killedAt); d > sharedLease+heartbeatEvery+time.Second {
-		t.Errorf("node_lost came %v after the kill; the lease is %v, checked every %v", d, sharedLease, heartbeatEvery)
+	if d := lostAt.Sub(killedAt); d > server.SharedLease+server.HeartbeatEvery+time.Second {
+		t.Errorf("node_lost came %v after the kill; the lease is %v, checked every %v", d, server.SharedLease, server.HeartbeatEvery)
 	} else {
-		t.Logf("node_lost %v after the kill (lease %v)", d.Round(100*time.Millisecond), sharedLease)
+		t.Logf("node_lost %v after the kill (lease %v)", d.Round(100*time.Millisecond), server.SharedLease)
 	}
 
 	// The directory matches the live shells: each live node's gauge.

@@ -20,7 +20,7 @@ type operatorClient struct {
 	base, token string
 }
 
-func newOperatorClient(t *testing.T, srv *server) operatorClient {
+func newOperatorClient(t *testing.T, srv *tandemProc) operatorClient {
 	t.Helper()
 	u, err := url.Parse(dashboardLink(t, srv.dataDir))
 	if err != nil {

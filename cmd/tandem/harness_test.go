@@ -49,8 +49,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// server is one `tandem serve` process and its MCP client.
-type server struct {
+// tandemProc is one `tandem serve` process and its MCP client.
+type tandemProc struct {
 	client  *sdk.Client
 	cs      *sdk.ClientSession
 	cmd     *exec.Cmd
@@ -82,7 +82,7 @@ type serverOpts struct {
 }
 
 // startServer spawns the built binary over stdio, the way MCP clients do.
-func startServer(t testing.TB, o serverOpts) *server {
+func startServer(t testing.TB, o serverOpts) *tandemProc {
 	t.Helper()
 	home := o.home
 	if home == "" {
@@ -91,7 +91,7 @@ func startServer(t testing.TB, o serverOpts) *server {
 	if o.dir == "" {
 		o.dir = t.TempDir()
 	}
-	s := &server{home: home, dataDir: filepath.Join(home, "state")}
+	s := &tandemProc{home: home, dataDir: filepath.Join(home, "state")}
 	if o.logLevel == "" {
 		o.logLevel = "debug"
 	}
@@ -149,7 +149,7 @@ func startServer(t testing.TB, o serverOpts) *server {
 
 // waitExit returns once tandem has exited, failing t after timeout. The
 // SDK's transport owns cmd.Wait, so this watches the process instead.
-func (s *server) waitExit(t testing.TB, timeout time.Duration) {
+func (s *tandemProc) waitExit(t testing.TB, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	// The main thread turns zombie before the others have exited and
@@ -163,7 +163,7 @@ func (s *server) waitExit(t testing.TB, timeout time.Duration) {
 	}
 }
 
-func (s *server) log() string {
+func (s *tandemProc) log() string {
 	b, _ := os.ReadFile(s.stderr.Name())
 	return string(b)
 }
@@ -176,7 +176,7 @@ func lastN(s string, n int) string {
 }
 
 // call invokes a tool over the real stdio connection and checks the reply.
-func (s *server) call(t testing.TB, tool string, args any) map[string]any {
+func (s *tandemProc) call(t testing.TB, tool string, args any) map[string]any {
 	t.Helper()
 	return (&mcptest.Client{CS: s.cs}).Call(t, tool, args)
 }

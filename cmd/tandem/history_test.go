@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
 
+	"github.com/tandem-sh/tandem/internal/server"
 	"github.com/tandem-sh/tandem/internal/store/sqlite"
 	"github.com/tandem-sh/tandem/internal/web"
 )
@@ -21,7 +22,7 @@ import (
 // with it a test types into sessions as the operator does.
 func dataDirToken(t testing.TB, dataDir string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dataDir, dashboardTokenFile))
+	b, err := os.ReadFile(filepath.Join(dataDir, server.DashboardTokenFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,8 @@
 // Command tandem is an MCP server that gives AI agents isolated shell
 // sessions a human can watch and type into from a browser.
+//
+// This package is the command line only: flags, subcommands and the
+// parsing of their arguments. A serving tandem is internal/server.
 package main
 
 import (

@@ -127,5 +127,5 @@ func noopGoSDK(b testing.TB, url string) sess {
 		b.Fatalf("connect to the no-op server: %v", err)
 	}
 	b.Cleanup(func() { _ = cs.Close() })
-	return sess{&server{cs: cs}, "noop", "noop"}
+	return sess{&tandemProc{cs: cs}, "noop", "noop"}
 }

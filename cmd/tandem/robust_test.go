@@ -19,7 +19,7 @@ import (
 )
 
 type sess struct {
-	srv       *server
+	srv       *tandemProc
 	name, tok string
 }
 

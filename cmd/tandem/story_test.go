@@ -16,15 +16,15 @@ import (
 // sandbox.
 type storyTarget struct {
 	name    string
-	connect func(t *testing.T) (*server, map[string]any)
+	connect func(t *testing.T) (*tandemProc, map[string]any)
 }
 
 func storyTargets() []storyTarget {
 	return []storyTarget{
-		{"local", func(t *testing.T) (*server, map[string]any) {
+		{"local", func(t *testing.T) (*tandemProc, map[string]any) {
 			return startServer(t, serverOpts{}), map[string]any{}
 		}},
-		{"ssh", func(t *testing.T) (*server, map[string]any) {
+		{"ssh", func(t *testing.T) (*tandemProc, map[string]any) {
 			d := testenv.SSHD(t)
 			return startServer(t, serverOpts{}), map[string]any{
 				"host": d.Host, "port": d.Port, "username": d.User, "keyFilePath": d.ClientKeyFile,

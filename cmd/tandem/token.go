@@ -13,6 +13,7 @@ import (
 
 	"github.com/tandem-sh/tandem/internal/claim"
 	"github.com/tandem-sh/tandem/internal/config"
+	"github.com/tandem-sh/tandem/internal/server"
 )
 
 // tokenFlags are what every token subcommand needs to find the key, the
@@ -32,7 +33,7 @@ func (f *tokenFlags) load() (*config.Config, string, error) {
 	home, _ := os.UserHomeDir()
 	dataDir := f.dataDir
 	if dataDir == "" {
-		dataDir = defaultDataDir(home)
+		dataDir = server.DefaultDataDir(home)
 	}
 	if f.config == "" {
 		return config.Default(os.TempDir()), dataDir, nil
@@ -92,7 +93,7 @@ func tokenIssueCmd(stdout io.Writer) *cobra.Command {
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				return fmt.Errorf("data dir: %w", err)
 			}
-			key, err := signingKey(cfg, dataDir)
+			key, err := server.SigningKey(cfg, dataDir)
 			if err != nil {
 				return err
 			}
@@ -140,7 +141,7 @@ func tokenRevokeCmd(stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			st, _, err := openStore(cmd.Context(), dataDir, f.store)
+			st, _, err := server.OpenStore(cmd.Context(), dataDir, f.store)
 			if err != nil {
 				return err
 			}
@@ -155,6 +156,10 @@ func tokenRevokeCmd(stdout io.Writer) *cobra.Command {
 	}
 	f.add(c)
 	c.Flags().StringVar(&f.store, "store", "", storeFlagHelp)
+	c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		// Another issuer's jti may begin with '-', which reads as a flag.
+		return fmt.Errorf("%w (a JTI that begins with '-' goes after --: tandem token revoke [flags] -- -JTI)", err)
+	})
 	return c
 }
 
@@ -172,7 +177,7 @@ func tokenJWKSCmd(stdout io.Writer) *cobra.Command {
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				return fmt.Errorf("data dir: %w", err)
 			}
-			key, err := signingKey(cfg, dataDir)
+			key, err := server.SigningKey(cfg, dataDir)
 			if err != nil {
 				return err
 			}
@@ -186,14 +191,4 @@ func tokenJWKSCmd(stdout io.Writer) *cobra.Command {
 	}
 	f.add(c)
 	return c
-}
-
-// signingKey is tandem's own token key: auth.signingKey when set (the
-// file a cluster's nodes share), else claim.key in the data dir, created
-// on first use.
-func signingKey(cfg *config.Config, dataDir string) (ed25519.PrivateKey, error) {
-	if cfg.Auth.SigningKey != "" {
-		return claim.LoadKeyFile(cfg.Auth.SigningKey)
-	}
-	return claim.LoadOrCreateKey(dataDir)
 }

@@ -49,6 +49,7 @@ const (
 	codeShuttingDown       = "server_shutting_down"
 	codeStoreUnavailable   = "store_unavailable"
 	codeNodeUnavailable    = "node_unavailable"
+	codeHumanPending       = "human_pending"
 )
 
 // tokenHint shows the call format every session tool needs (seed AC5.4).
@@ -71,6 +72,7 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 		tokErr  *session.TokenError
 		exit    *session.ExitError
 		partial *partialError
+		human   *session.HumanRequestedError
 	)
 	var extra reply
 	if errors.As(err, &partial) {
@@ -81,6 +83,8 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 		return s.gateFailure(c, gate)
 	case errors.As(err, &busy):
 		return busyFailure(busy)
+	case errors.As(err, &human):
+		return humanRequestedFailure(human)
 	case errors.As(err, &timeout) && timeout.Held != "":
 		return s.heldFailure(c, timeout)
 	case errors.As(err, &timeout):

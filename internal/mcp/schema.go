@@ -128,6 +128,11 @@ var connectionSchema = object("The session.", schema{
 		"exitCode":         nullable("integer", "Once ended: its exit status; null when unknown."),
 		"startedAt":        typed("string", "When it started (RFC 3339)."),
 	}),
+	"humanRequest": object("Your open request for the human (ssh_request_human): until they hand the session back, your calls that act on it answer session_busy.", schema{
+		"requestId":   typed("string", "Pass to ssh_request_human to wait for the hand-back."),
+		"message":     typed("string", "What you asked the human to do."),
+		"requestedAt": typed("string", "When you asked (RFC 3339)."),
+	}),
 })
 
 var sandboxSchema = object("What confines a sandboxed local session on this kernel.", schema{
@@ -148,7 +153,9 @@ var replyFields = schema{
 	"message":              typed("string", "What happened and what to do next."),
 	"field":                typed("string", "invalid_arguments: the argument that was wrong."),
 	"hint":                 typed("string", "invalid_session_token: the call format."),
-	"reason":               typed("string", "session_ended: why it ended (disconnected, idle_timeout, max_lifetime, shell_exited, human_exit, connection_lost, server_shutdown, server_restart, node_lost); session_busy: what holds the shell (agent_command, human_command, partial_line, continuation, not_idle), or cwd_changed (the directory kept changing while the command waited; nothing ran)."),
+	"reason":               typed("string", "session_ended: why it ended (disconnected, idle_timeout, max_lifetime, shell_exited, human_exit, connection_lost, server_shutdown, server_restart, node_lost); session_busy: what holds the shell (agent_command, human_command, partial_line, continuation, not_idle, human_requested: you asked for the human and they have not handed back), or cwd_changed (the directory kept changing while the command waited; nothing ran)."),
+	"requestId":            typed("string", "human_pending, session_busy (human_requested): your open request for the human; pass it to ssh_request_human to wait for the hand-back."),
+	"requestedAt":          typed("string", "human_pending, session_busy (human_requested): when you asked for the human (RFC 3339)."),
 	"endedAt":              typed("string", "session_ended: when (RFC 3339)."),
 	"running":              typed("boolean", "command_timeout: the command is still running."),
 	"commandId":            typed("string", "The command this reply is about; pass it to ssh_read_output."),
@@ -251,6 +258,13 @@ var (
 		"waitSeconds": merge(typed("number", "How long to wait for what the command does next: its end, or output that then pauses (default 2)."),
 			schema{"minimum": 0, "maximum": sendInputWaitMax.Seconds()}),
 	}), "sessionName", "sessionToken", "commandId")
+
+	requestHumanSchema = inputSchema(merge(sessionProps, schema{
+		"message":   typed("string", "What you need the human to do at the keyboard, shown to them: e.g. \"Enter the sudo password for apt install\", \"Approve the 2FA prompt\", \"Decide which branch to keep\". Up to 2 KiB. Not needed with requestId."),
+		"requestId": typed("string", "The requestId of a human_pending reply: wait again for that request instead of making a new one."),
+		"waitSeconds": merge(typed("number", "How long this call waits for the hand-back before answering human_pending (default and most: 50, under the 60 s request timeout of common clients)."),
+			schema{"minimum": 0, "maximum": requestHumanWaitMax.Seconds()}),
+	}), "sessionName", "sessionToken")
 
 	emptySchema = inputSchema(schema{})
 )

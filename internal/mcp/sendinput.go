@@ -65,6 +65,9 @@ func (s *Server) sendInput(ctx context.Context, c session.Caller, a sendInputArg
 	case done || rec.Source != "agent":
 		return nil, fail(codeNotRunning, fmt.Sprintf("Command %s is not your running command: input goes only to a command of yours that still runs (the human's commands and the shell's prompt are the human's).", a.CommandID), reply{"commandId": a.CommandID})
 	}
+	if err := sess.AgentMayAct(); err != nil {
+		return nil, err
+	}
 	if err := s.authorize(ctx, c, "ssh_send_input", sess.Target.Name, sessionAction(c, sess, "ssh_send_input", "")); err != nil {
 		return nil, err
 	}

@@ -165,6 +165,9 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 	// The human's commands come first: an agent asks for approval only
 	// with the shell's current picture in hand. Exec checks the gate
 	// again, atomically, after any wait.
+	if err := sess.AgentMayAct(); err != nil {
+		return nil, err
+	}
 	if err := sess.Gate(); err != nil {
 		return nil, err
 	}
@@ -296,6 +299,9 @@ func (s *Server) list(ctx context.Context, c session.Caller) reply {
 			}
 			r["lastCommand"] = lc
 		}
+		if h := i.HumanRequest; h != nil {
+			r["humanRequest"] = reply{"requestId": h.ID, "message": h.Message, "requestedAt": h.Since.UTC().Format(time.RFC3339Nano)}
+		}
 		out = append(out, r)
 	}
 	return ok(reply{"sessions": out})
@@ -304,6 +310,9 @@ func (s *Server) list(ctx context.Context, c session.Caller) reply {
 func (s *Server) disconnect(ctx context.Context, c session.Caller, a sessionArgs) (reply, error) {
 	sess, err := s.lookup(ctx, c, a)
 	if err != nil {
+		return nil, err
+	}
+	if err := sess.AgentMayAct(); err != nil {
 		return nil, err
 	}
 	if err := s.authorize(ctx, c, "ssh_disconnect", sess.Target.Name, sessionAction(c, sess, "ssh_disconnect", "")); err != nil {
@@ -329,6 +338,9 @@ func (s *Server) monitoringURL(ctx context.Context, c session.Caller, a sessionA
 func (s *Server) cancel(ctx context.Context, c session.Caller, a sessionArgs) (reply, error) {
 	sess, err := s.lookup(ctx, c, a)
 	if err != nil {
+		return nil, err
+	}
+	if err := sess.AgentMayAct(); err != nil {
 		return nil, err
 	}
 	if err := s.authorize(ctx, c, "ssh_cancel", sess.Target.Name, sessionAction(c, sess, "ssh_cancel", "")); err != nil {

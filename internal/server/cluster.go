@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -30,13 +30,13 @@ import (
 // advertiseURL is the URL this node registers for the other nodes: the
 // flag, else cluster.url, else the listener's own address. It is "" when
 // the node takes no part in a cluster.
-func advertiseURL(f serveFlags, cfg *config.Config, base string, shared bool, hm *httpMode, log *slog.Logger) (string, error) {
+func advertiseURL(o *Options, cfg *config.Config, base string, shared bool, hm *httpMode, log *slog.Logger) (string, error) {
 	switch {
 	case !cfg.Cluster.On():
 		if shared && hm.on() {
 			log.Warn("no cluster secret (cluster.secretFile): this node serves only the sessions it holds; a call for another node's session is refused. Set cluster.secretFile on every node to route calls between them.")
 		}
-		if f.advertise != "" {
+		if o.Advertise != "" {
 			return "", errors.New("--advertise-url needs a cluster: set cluster.secretFile in tandem.yaml")
 		}
 		return "", nil
@@ -45,7 +45,7 @@ func advertiseURL(f serveFlags, cfg *config.Config, base string, shared bool, hm
 	case !hm.on():
 		return "", errors.New("config: cluster routes HTTP calls between nodes: serve with --http, or remove cluster")
 	}
-	u := f.advertise
+	u := o.Advertise
 	if u == "" {
 		u = cfg.Cluster.URL
 	}
@@ -396,7 +396,7 @@ func newNode(cfg *config.Config, rec *durable, met cluster.Observer, log *slog.L
 	if err != nil {
 		return nil, err
 	}
-	return &cluster.Node{ID: rec.inst.ID, Dir: rec.st, Signer: signer, Lease: sharedLease, Transport: tr,
+	return &cluster.Node{ID: rec.inst.ID, Dir: rec.st, Signer: signer, Lease: SharedLease, Transport: tr,
 		Observer: met, Logger: log}, nil
 }
 

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -29,25 +29,25 @@ type httpMode struct {
 	log      *slog.Logger
 }
 
-func newHTTPMode(f serveFlags, cfg *config.Config, dataDir string, log *slog.Logger) (*httpMode, error) {
-	if f.http == "" {
-		if f.tlsCert != "" || f.tlsKey != "" || f.insecure {
+func newHTTPMode(o *Options, cfg *config.Config, dataDir string, log *slog.Logger) (*httpMode, error) {
+	if o.HTTP == "" {
+		if o.TLSCert != "" || o.TLSKey != "" || o.InsecureHTTP {
 			return nil, errors.New("--tls-cert, --tls-key and --insecure-http apply with --http only")
 		}
 		return &httpMode{}, nil
 	}
-	h := &httpMode{addr: f.http, insecure: f.insecure, log: log}
+	h := &httpMode{addr: o.HTTP, insecure: o.InsecureHTTP, log: log}
 	switch {
-	case (f.tlsCert == "") != (f.tlsKey == ""):
+	case (o.TLSCert == "") != (o.TLSKey == ""):
 		return nil, errors.New("--tls-cert and --tls-key go together: pass both, or neither for plain HTTP")
-	case f.tlsCert != "":
-		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+	case o.TLSCert != "":
+		cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
 		if err != nil {
 			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
 		}
 		h.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	key, err := signingKey(cfg, dataDir)
+	key, err := SigningKey(cfg, dataDir)
 	if err != nil {
 		return nil, fmt.Errorf("claim key: %w", err)
 	}
@@ -111,11 +111,11 @@ func (h *httpMode) scheme() string {
 // listen opens the one listener of the browser pages and, in HTTP mode,
 // /mcp. A non-loopback address serves bearer tokens, so it needs TLS or an
 // explicit --insecure-http.
-func (h *httpMode) listen(ctx context.Context, f serveFlags, log *slog.Logger) (net.Listener, error) {
+func (h *httpMode) listen(ctx context.Context, o *Options, log *slog.Logger) (net.Listener, error) {
 	if !h.on() {
-		ln, err := web.Listen(ctx, f.web, &web.ListenOptions{Logger: log})
+		ln, err := web.Listen(ctx, o.Web, &web.ListenOptions{Logger: log})
 		if errors.Is(err, web.ErrNotLoopback) {
-			return nil, fmt.Errorf("--web %s is not a loopback address, and the browser pages hand out shells: keep --web on 127.0.0.1 and reach it from another machine through a tunnel (ssh -L 7777:127.0.0.1:7777 this-host), or serve the pages with --http ADDR --tls-cert FILE --tls-key FILE", f.web)
+			return nil, fmt.Errorf("--web %s is not a loopback address, and the browser pages hand out shells: keep --web on 127.0.0.1 and reach it from another machine through a tunnel (ssh -L 7777:127.0.0.1:7777 this-host), or serve the pages with --http ADDR --tls-cert FILE --tls-key FILE", o.Web)
 		}
 		return ln, err
 	}
@@ -180,4 +180,14 @@ func claimReason(err error) string {
 func (h *httpMode) run(ctx context.Context) error {
 	h.revs.Run(ctx)
 	return nil
+}
+
+// signingKey is tandem's own token key: auth.signingKey when set (the
+// file a cluster's nodes share), else claim.key in the data dir, created
+// on first use.
+func SigningKey(cfg *config.Config, dataDir string) (ed25519.PrivateKey, error) {
+	if cfg.Auth.SigningKey != "" {
+		return claim.LoadKeyFile(cfg.Auth.SigningKey)
+	}
+	return claim.LoadOrCreateKey(dataDir)
 }

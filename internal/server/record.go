@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -17,15 +17,15 @@ import (
 	"github.com/tandem-sh/tandem/internal/store/sqlite"
 )
 
-// heartbeatEvery is how often a live process says so in the store (the
+// HeartbeatEvery is how often a live process says so in the store (the
 // lock file is what proves it on this host; on a shared store, the
 // heartbeat is what tells other nodes it lives).
-const heartbeatEvery = 5 * time.Second
+const HeartbeatEvery = 5 * time.Second
 
-// sharedLease is how stale a heartbeat must be, on a shared store, before
+// SharedLease is how stale a heartbeat must be, on a shared store, before
 // other nodes take its instance for dead and end its sessions: three
 // missed heartbeats.
-const sharedLease = 3 * heartbeatEvery
+const SharedLease = 3 * HeartbeatEvery
 
 // durable is a serve process's durable record: store, audit log, journal
 // and its instance registration.
@@ -44,11 +44,11 @@ type durable struct {
 	fenced chan struct{}
 }
 
-// openStore opens the store --store names: SQLite in the data dir when
+// OpenStore opens the store --store names: SQLite in the data dir when
 // it is empty, PostgreSQL for a postgres:// or postgresql:// URL. shared
 // says whether tandem processes of other data dirs (other nodes) may use
 // it too.
-func openStore(ctx context.Context, dataDir, storeURL string) (st store.Store, shared bool, err error) {
+func OpenStore(ctx context.Context, dataDir, storeURL string) (st store.Store, shared bool, err error) {
 	switch kind, _ := storeKind(storeURL); kind {
 	case "sqlite":
 		db, err := sqlite.Open(ctx, dataDir)
@@ -84,7 +84,7 @@ func storeKind(storeURL string) (string, bool) {
 // openRecord opens the store, registers this process, and ends the
 // sessions of tandem processes that died (server_restart).
 func openRecord(ctx context.Context, dataDir, storeURL, nodeURL string, log *slog.Logger) (*durable, error) {
-	st, shared, err := openStore(ctx, dataDir, storeURL)
+	st, shared, err := OpenStore(ctx, dataDir, storeURL)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +126,7 @@ func openRecord(ctx context.Context, dataDir, storeURL, nodeURL string, log *slo
 // leaseAlive tells live instances from dead ones on a shared store, where
 // most instances are other nodes' and have no lock file in this data dir:
 // an instance is alive while its lock here is held, or while it is not
-// ended and its last heartbeat is younger than sharedLease. So a node never
+// ended and its last heartbeat is younger than SharedLease. So a node never
 // ends the sessions of a live neighbour on another machine, and ends a dead
 // one's after the lease, whether it died or lost the database. Heartbeats
 // carry their node's clock: nodes' clocks must agree to well within the
@@ -143,13 +143,13 @@ func leaseAlive(ctx context.Context, st store.Store, dataDir string) func(id str
 		if err != nil {
 			return false, err
 		}
-		return in.EndedAt.IsZero() && time.Since(in.HeartbeatAt) < sharedLease, nil
+		return in.EndedAt.IsZero() && time.Since(in.HeartbeatAt) < SharedLease, nil
 	}
 }
 
 func (d *durable) heartbeat(ctx context.Context, log *slog.Logger) {
 	defer close(d.beating)
-	t := time.NewTicker(heartbeatEvery)
+	t := time.NewTicker(HeartbeatEvery)
 	defer t.Stop()
 	// A node judges its neighbours only after a lease of its own
 	// heartbeats: after an outage of the store every node's heartbeat is
@@ -175,7 +175,7 @@ func (d *durable) heartbeat(ctx context.Context, log *slog.Logger) {
 			case healthySince.IsZero():
 				healthySince = now
 			}
-			if now.Sub(healthySince) < sharedLease {
+			if now.Sub(healthySince) < SharedLease {
 				continue
 			}
 			// On a shared store, a node that runs on ends the sessions of

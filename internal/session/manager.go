@@ -181,6 +181,7 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 	s := &Session{
 		ID: newID(), Name: name, Target: t, CreatedAt: now, caller: c,
 		tokenHash: hashToken(tok), monitorKey: mk, lastActivity: now, spool: m.opts.Spool,
+		requestCh: make(chan struct{}), notify: m.changed,
 	}
 	so := &shell.Options{
 		Logger: m.log.With("session", name), Cols: m.opts.Cols, Rows: m.opts.Rows,

@@ -12,6 +12,9 @@ type Overview struct {
 	LastCommand                                   string
 	CreatedAt, LastActivity, EndedAt              time.Time
 	Ended                                         bool
+	// HumanRequest is the agent's open request for the human, its
+	// message, or "".
+	HumanRequest string
 }
 
 // Overview lists every caller's live sessions and this process's ended
@@ -34,6 +37,9 @@ func (m *Manager) Overview() []Overview {
 		o := Overview{ID: s.ID, Name: s.Name, Tenant: s.caller.Tenant, Actor: s.caller.Actor, Target: i.Target,
 			Kind: i.Kind, Status: i.Status, LastCommand: s.lastCommand, CreatedAt: s.CreatedAt,
 			LastActivity: s.lastActivity, EndedAt: s.endedAt, Ended: s.endReason != ""}
+		if r := s.request; r != nil && !r.HandedBack && s.endReason == "" {
+			o.HumanRequest = r.Message
+		}
 		s.mu.Unlock()
 		out = append(out, o)
 	}

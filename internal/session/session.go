@@ -99,6 +99,14 @@ type Session struct {
 	lastCommand  string
 	commands     map[string]*kept // by command ID, for read-back
 	order        []string         // command IDs, oldest first
+
+	// The agent's request for the human (see handback.go): requestCh is
+	// closed and replaced when it changes.
+	request     *HumanRequest
+	requestCh   chan struct{}
+	reqWatchers map[int]func()
+	reqNext     int
+	notify      func() // tells the manager (the dashboard) of a change
 }
 
 // MaxKeptCommands is how many of a session's latest commands can be read
@@ -139,6 +147,9 @@ type Info struct {
 	// Last is the session's running or latest command, the agent's or the
 	// human's; nil before the first.
 	Last *CommandInfo
+	// HumanRequest is the agent's request for the human that has not been
+	// handed back; nil when none is open.
+	HumanRequest *HumanRequest
 }
 
 // Info describes the session.
@@ -156,6 +167,10 @@ func (s *Session) Info() Info {
 		Name: s.Name, Target: s.Target.Name, Kind: s.Target.Kind, Host: s.Target.Host,
 		Port: s.Target.Port, Username: s.Target.Username, Status: st,
 		CreatedAt: s.CreatedAt, LastActivity: s.lastActivity, Cwd: cwd,
+	}
+	if r := s.request; r != nil && !r.HandedBack {
+		open := *r
+		i.HumanRequest = &open
 	}
 	for j := len(s.order) - 1; j >= 0; j-- {
 		k := s.commands[s.order[j]]
@@ -209,14 +224,18 @@ func (e *GateError) Error() string {
 
 // Gate trips once if the human ran commands since the agent's last call:
 // it returns them all, in order, and resets. There is no way around it.
+// While the human holds the session at the agent's request, their
+// commands wait for the hand-back, which reports them.
 func (s *Session) Gate() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.tripLocked()
+	return s.tripLocked(false)
 }
 
-func (s *Session) tripLocked() error {
-	if len(s.pending) == 0 {
+// tripLocked takes the human's commands the gate holds; all of them when
+// forced (the hand-back, the session's end); s.mu is held.
+func (s *Session) tripLocked(force bool) error {
+	if len(s.pending) == 0 || (!force && s.request != nil && !s.request.HandedBack) {
 		return nil
 	}
 	e := &GateError{Since: s.pending[0].Started, Commands: s.pending, Keep: s.keepText}
@@ -242,7 +261,7 @@ func (s *Session) endedError() *EndedError {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := &EndedError{Name: s.Name, Reason: s.endReason, At: s.endedAt}
-	if g, ok := s.tripLocked().(*GateError); ok {
+	if g, ok := s.tripLocked(true).(*GateError); ok {
 		e.Gate = g
 	}
 	return e
@@ -310,7 +329,14 @@ func (s *Session) Command(id string) (rec Record, done, ok bool) {
 // slip between them; o.Admit is always the gate.
 func (s *Session) Exec(ctx context.Context, command string, o shell.ExecOptions) (shell.Record, error) {
 	s.touch()
-	o.Admit = s.Gate
+	o.Admit = func() error { // the human's request and the gate, under one lock
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err := s.humanHoldsLocked(); err != nil {
+			return err
+		}
+		return s.tripLocked(false)
+	}
 	rec, err := s.sh.Exec(ctx, command, o)
 	s.touch()
 	if err != nil {
@@ -324,6 +350,9 @@ func (s *Session) Exec(ctx context.Context, command string, o shell.ExecOptions)
 
 // Cancel interrupts the agent's running command.
 func (s *Session) Cancel(ctx context.Context) (shell.Record, error) {
+	if err := s.AgentMayAct(); err != nil {
+		return shell.Record{}, err
+	}
 	if err := s.Gate(); err != nil {
 		return shell.Record{}, err
 	}
@@ -351,6 +380,9 @@ func (s *Session) Watch(ctx context.Context, fn func(p []byte) error) error {
 // answer at a prompt); see shell.Shell.SendInput. The gate applies as to
 // every call that acts on the shell.
 func (s *Session) SendInput(ctx context.Context, id string, input []byte) (echo int, err error) {
+	if err := s.AgentMayAct(); err != nil {
+		return 0, err
+	}
 	if err := s.Gate(); err != nil {
 		return 0, err
 	}

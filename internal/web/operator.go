@@ -67,6 +67,9 @@ type SessionRow struct {
 	// EndedAt is zero while the session is live.
 	EndedAt time.Time `json:"endedAt,omitzero"`
 	Ended   bool      `json:"ended"`
+	// HumanRequest is the agent's message while it asks for the human
+	// (ssh_request_human); "" when it does not.
+	HumanRequest string `json:"humanRequest,omitempty"`
 }
 
 // SessionDirectory lists the sessions the dashboard shows. The session

@@ -32,6 +32,21 @@ type Terminal interface {
 	Resize(ctx context.Context, cols, rows int) error
 }
 
+// HumanDesk is implemented by a Terminal whose agent can hand the session
+// to the human (ssh_request_human): the page shows the agent's message,
+// and a viewer who may type hands the session back with a note.
+type HumanDesk interface {
+	// HumanRequest is the open request: its id and the agent's message;
+	// ok is false when none is open.
+	HumanRequest() (id, message string, ok bool)
+	// HandBack ends the open request id, with the human's note to the
+	// agent; the viewer is ViewerFrom(ctx).
+	HandBack(ctx context.Context, id, note string) error
+	// WatchHumanRequest signals fn (it must not block) whenever a request
+	// opens or ends, until stop is called.
+	WatchHumanRequest(fn func()) (stop func())
+}
+
 // Sessions resolves the capability key of a monitoring URL to a live terminal.
 // It reports false for unknown and ended sessions alike, so neither can be told
 // apart from outside.

@@ -22,12 +22,56 @@ const (
 )
 
 // clientMessage is one text message from the page: {"t":"i","d":"…"} is
-// input, {"t":"r","c":COLS,"r":ROWS} is a resize.
+// input, {"t":"r","c":COLS,"r":ROWS} is a resize, {"t":"b","id":"…","n":"…"}
+// hands the session back to the agent with a note.
 type clientMessage struct {
 	Type string `json:"t"`
 	Data string `json:"d"`
 	Cols int    `json:"c"`
 	Rows int    `json:"r"`
+	ID   string `json:"id"`
+	Note string `json:"n"`
+}
+
+// requestMessage tells the page of the agent's request for the human, as
+// a text message: {"t":"h","id":"…","m":"…"} while one is open, {"t":"h"}
+// when none is.
+type requestMessage struct {
+	Type    string `json:"t"`
+	ID      string `json:"id,omitempty"`
+	Message string `json:"m,omitempty"`
+}
+
+// tellRequests sends the page the state of the agent's request for the
+// human now and whenever it changes, until ctx ends; writes are bounded
+// by connCtx (see serveWS).
+func tellRequests(ctx, connCtx context.Context, c *websocket.Conn, desk HumanDesk) {
+	kick := make(chan struct{}, 1)
+	stop := desk.WatchHumanRequest(func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	})
+	defer stop()
+	for {
+		m := requestMessage{Type: "h"}
+		if id, msg, ok := desk.HumanRequest(); ok {
+			m.ID, m.Message = id, msg
+		}
+		b, _ := json.Marshal(m)
+		wctx, cancel := context.WithTimeout(connCtx, writeTimeout)
+		err := c.Write(wctx, websocket.MessageText, b)
+		cancel()
+		if err != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-kick:
+		}
+	}
 }
 
 // serveWS joins one viewer to a terminal: terminal output goes to the browser
@@ -73,6 +117,9 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		read <- err
 	}()
 
+	if desk, ok := t.(HumanDesk); ok {
+		go tellRequests(ctx, connCtx, c, desk)
+	}
 	var writeErr error
 	err = t.Watch(ctx, func(p []byte) error {
 		wctx, wcancel := context.WithTimeout(connCtx, writeTimeout)
@@ -158,6 +205,10 @@ func relay(ctx context.Context, t Terminal, m clientMessage) error {
 		return t.Input(ctx, []byte(m.Data))
 	case m.Type == "r" && validSize(m.Cols, m.Rows):
 		return t.Resize(ctx, m.Cols, m.Rows)
+	case m.Type == "b" && m.ID != "":
+		if desk, ok := t.(HumanDesk); ok {
+			return desk.HandBack(ctx, m.ID, m.Note)
+		}
 	}
 	return nil
 }

@@ -395,7 +395,8 @@
     renderRows(liveEl, liveEmptyEl, rows.filter(function (r) { return !r.ended; }), function (r) {
       return [
         { text: text(r.tenant) }, { text: text(r.actor) }, { text: text(r.name) }, { text: text(r.target) },
-        { text: text(r.status) }, { text: text(r.lastCommand), mono: true }, { text: when(r.lastActivity) },
+        { text: r.humanRequest ? 'needs you: ' + text(r.humanRequest) : text(r.status) },
+        { text: text(r.lastCommand), mono: true }, { text: when(r.lastActivity) },
       ];
     }, 'Watch');
     renderRows(endedEl, endedEmptyEl, rows.filter(function (r) { return r.ended; }), function (r) {

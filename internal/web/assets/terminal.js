@@ -3,8 +3,11 @@
 // The page's own URL is the capability (/s/{key}); the WebSocket lives beside
 // it at /s/{key}/ws. Server to browser: binary messages of raw terminal bytes,
 // the scrollback first, then live output. Browser to server: text messages of
-// JSON, {"t":"i","d":"…"} for input and {"t":"r","c":COLS,"r":ROWS} for a
-// resize. A close with code 1000 means the session ended.
+// JSON, {"t":"i","d":"…"} for input, {"t":"r","c":COLS,"r":ROWS} for a
+// resize and {"t":"b","id":"…","n":"…"} to hand the session back to the
+// agent. Server to browser, text: {"t":"h","id":"…","m":"…"} while the agent
+// asks for the human, {"t":"h"} when it does not. A close with code 1000
+// means the session ended.
 'use strict';
 
 (function () {
@@ -129,6 +132,16 @@
     sock.onmessage = function (ev) {
       if (ev.data instanceof ArrayBuffer) {
         term.write(new Uint8Array(ev.data));
+        return;
+      }
+      let m = null;
+      try {
+        m = JSON.parse(ev.data);
+      } catch (e) {
+        return;
+      }
+      if (m && m.t === 'h') {
+        showRequest(typeof m.id === 'string' ? m.id : '', typeof m.m === 'string' ? m.m : '');
       }
     };
     sock.onclose = function (ev) {
@@ -146,6 +159,34 @@
 
   if (typing) {
     term.onData(sendInput);
+  }
+
+  // The agent's request for the human (ssh_request_human): its message,
+  // shown as text, and for a viewer who may type, the hand-back.
+  const requestEl = document.getElementById('request');
+  const handbackEl = document.getElementById('handback');
+  const noteEl = document.getElementById('request-note');
+  let requestID = '';
+  function showRequest(id, message) {
+    const changed = id !== requestID;
+    requestID = id;
+    document.getElementById('request-message').textContent = message;
+    requestEl.hidden = id === '';
+    if (handbackEl && changed) {
+      handbackEl.disabled = false;
+      noteEl.value = '';
+    }
+    fit.fit();
+  }
+  if (handbackEl) {
+    handbackEl.addEventListener('click', function () {
+      if (requestID === '') {
+        return;
+      }
+      handbackEl.disabled = true;
+      send({ t: 'b', id: requestID, n: noteEl.value });
+      term.focus();
+    });
   }
   const admitEl = document.getElementById('admit');
   if (admitEl) {
@@ -182,6 +223,7 @@
     term: term,
     status: function () { return state; },
     typing: typing,
+    request: function () { return requestID; },
     text: function () {
       const buf = term.buffer.active;
       const lines = [];

@@ -1,0 +1,192 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tandem-sh/tandem/internal/config"
+	"github.com/tandem-sh/tandem/internal/instance"
+	"github.com/tandem-sh/tandem/internal/session"
+	"github.com/tandem-sh/tandem/internal/store"
+	"github.com/tandem-sh/tandem/internal/web"
+)
+
+// DashboardTokenFile is the data dir's operator token file (see
+// OperatorToken); tandem attach reads it without making one.
+const DashboardTokenFile = "dashboard.token"
+
+// OperatorToken reads the data dir's dashboard token, creating it (0600)
+// on first use. Like a Jupyter token it is kept in the clear, so that
+// `tandem dashboard-url` can print the link again; the file is the
+// operator's alone.
+func OperatorToken(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, DashboardTokenFile)
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if tok := strings.TrimSpace(string(b)); len(tok) >= 32 && tokenChars(tok) {
+			return tok, nil
+		}
+		return "", fmt.Errorf("dashboard token %s must be at least 32 letters, digits, '-' or '_': delete it and tandem makes a new one", path)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("dashboard token: %w", err)
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	tok := base64.RawURLEncoding.EncodeToString(raw)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return OperatorToken(dataDir) // another tandem made it first
+	}
+	if err != nil {
+		return "", fmt.Errorf("dashboard token: %w", err)
+	}
+	if _, err := f.WriteString(tok + "\n"); err != nil {
+		f.Close()
+		return "", fmt.Errorf("dashboard token: %w", err)
+	}
+	return tok, f.Close()
+}
+
+// SharedOperatorToken reads web.operatorTokenFile: a token the nodes of a
+// cluster share, which must exist, be the operator's alone (0600) and be
+// at least 32 letters, digits, '-' or '_'.
+func SharedOperatorToken(path string) (string, error) {
+	tok, err := readPrivateFile(path, "web.operatorTokenFile")
+	if err != nil {
+		return "", err
+	}
+	if len(tok) < 32 || !tokenChars(tok) {
+		return "", fmt.Errorf("web.operatorTokenFile %s must hold at least 32 letters, digits, '-' or '_' (e.g. openssl rand -hex 32)", path)
+	}
+	return tok, nil
+}
+
+// dashboardToken is the serving tandem's operator token: the shared file
+// when the config names one, else the data dir's.
+func dashboardToken(cfg *config.Config, dataDir string) (string, error) {
+	if cfg.Web.OperatorTokenFile != "" {
+		return SharedOperatorToken(cfg.Web.OperatorTokenFile)
+	}
+	return OperatorToken(dataDir)
+}
+
+// LiveInfo is what a serving tandem says of itself in its instance file
+// (0600, under the data dir), for tandem dashboard-url.
+type LiveInfo struct {
+	PID     int       `json:"pid"`
+	Mode    string    `json:"mode"` // stdio or http
+	Web     string    `json:"web"`  // the pages' base URL
+	MCP     string    `json:"mcp,omitempty"`
+	Started time.Time `json:"started"`
+	// SignIn is the dashboard link, operator token included: it is why the
+	// file is the operator's alone and why it is never logged.
+	SignIn string `json:"signIn"`
+}
+
+// announceDashboard records this process's addresses and sign-in link in
+// its instance file, and tells the operator where the link is. The link
+// holds the operator token, so it is printed only when Options.SignInLink
+// says stderr is a terminal (and only beside plain logs): a pipe is
+// usually a log collector or an MCP client's log file. Otherwise the log names the file, and tandem
+// dashboard-url prints the link from it.
+func announceDashboard(o *Options, log *slog.Logger, inst *instance.Instance, info LiveInfo) {
+	b, err := json.Marshal(info)
+	if err == nil {
+		err = inst.Describe(b)
+	}
+	if err != nil {
+		log.Warn("note this tandem for tandem dashboard-url", "err", err)
+	}
+	if o.Plain != nil && o.SignInLink {
+		fmt.Fprintf(o.Plain, "tandem: dashboard %s\n", info.SignIn)
+		return
+	}
+	log.Info("dashboard: the sign-in link holds the operator token, so it is not logged; run tandem dashboard-url to print it",
+		"web", info.Web, "file", inst.File())
+}
+
+// LiveServing lists what the live tandems of the data dir said of
+// themselves, skipping one still starting (it has said nothing yet).
+func LiveServing(dir string) ([]LiveInfo, error) {
+	live, err := instance.Live(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []LiveInfo
+	for _, d := range live {
+		var info LiveInfo
+		if json.Unmarshal(d.Info, &info) == nil && info.Web != "" {
+			out = append(out, info)
+		}
+	}
+	return out, nil
+}
+
+// dashSessions shows the session manager to the dashboard.
+type dashSessions struct{ m *session.Manager }
+
+func (d dashSessions) Sessions(context.Context) ([]web.SessionRow, error) {
+	all := d.m.Overview()
+	rows := make([]web.SessionRow, 0, len(all))
+	for _, o := range all {
+		rows = append(rows, web.SessionRow{ID: o.ID, Name: o.Name, Tenant: o.Tenant, Actor: o.Actor, Target: o.Target,
+			Kind: o.Kind, Status: o.Status, LastCommand: o.LastCommand, CreatedAt: o.CreatedAt,
+			LastActivity: o.LastActivity, EndedAt: o.EndedAt, Ended: o.Ended, HumanRequest: o.HumanRequest})
+	}
+	return rows, nil
+}
+
+func (d dashSessions) MonitorKey(_ context.Context, id string) (string, bool) {
+	return d.m.MonitorKeyOf(id)
+}
+
+func (d dashSessions) Changes(fn func()) func() { return d.m.Changes(fn) }
+
+// dashAudit searches the audit log for the dashboard.
+type dashAudit struct{ st store.Store }
+
+func (d dashAudit) Search(ctx context.Context, q web.AuditQuery) ([]web.AuditEntry, error) {
+	limit := min(max(q.Limit, 1), 500)
+	n := limit
+	if q.Tool != "" || q.Outcome != "" {
+		n = 5000 // filtered here, after the store's own filter
+	}
+	recs, err := d.st.TailAudit(ctx, n, store.AuditFilter{SessionName: q.Session, Tenant: q.Tenant})
+	if err != nil {
+		return nil, err
+	}
+	var out []web.AuditEntry
+	for i := len(recs) - 1; i >= 0 && len(out) < limit; i-- {
+		r := recs[i]
+		if (q.Tool != "" && r.Tool != q.Tool) || (q.Outcome != "" && r.Outcome != q.Outcome) {
+			continue
+		}
+		out = append(out, web.AuditEntry{Seq: r.Seq, Time: r.Time, Tenant: r.Tenant, Actor: r.Actor, SessionName: r.SessionName,
+			Tool: r.Tool, Event: r.Event, Outcome: r.Outcome, Reason: r.Reason, ApprovalID: r.ApprovalID})
+	}
+	return out, nil
+}
+
+// tokenChars keeps a hand-edited token to what a cookie and a URL carry
+// unchanged.
+func tokenChars(s string) bool {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
