@@ -116,6 +116,12 @@ func TestRequestHuman(t *testing.T) {
 				t.Fatalf("after the hand-back: %v", res)
 			}
 			mustOK(t, call("ssh_disconnect", args(map[string]any{})))
+			// The ended session's page says why, and its link replays it.
+			waitPage(t, ctx, `document.getElementById('status').textContent`, "session ended: disconnected")
+			if err := chromedp.Do(ctx, chromedp.Click("#replay")); err != nil {
+				t.Fatal(err)
+			}
+			waitPage(t, ctx, `document.querySelector('script[src$="replay.js"]') ? 'replay' : 'not yet'`, "replay")
 			stop()
 
 			if strings.Contains(logs(), pw) {

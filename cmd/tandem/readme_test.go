@@ -83,7 +83,16 @@ func TestREADMEConfigsLoad(t *testing.T) {
 				t.Errorf("README line %d: the JSON block does not parse: %v", b.line, err)
 				continue
 			}
-			checkClientConfig(t, b.line, v)
+			switch {
+			case v["arguments"] != nil:
+				checkToolCall(t, b.line, v)
+			case v["success"] != nil:
+				if _, ok := v["success"].(bool); !ok {
+					t.Errorf("README line %d: a reply whose success is not a boolean: %v", b.line, v)
+				}
+			default:
+				checkClientConfig(t, b.line, v)
+			}
 		}
 	}
 	if yamls < 6 || jsons < 5 {
@@ -223,6 +232,20 @@ func testCAPEM(t *testing.T) []byte {
 
 // checkClientConfig checks one client config of the README: each server
 // either runs tandem serve with flags it knows, or names an HTTP URL.
+// checkToolCall checks an example call: a tool of the README's tools
+// table, with arguments as an object.
+func checkToolCall(t *testing.T, line int, v map[string]any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, _ := v["name"].(string)
+	if _, ok := v["arguments"].(map[string]any); !ok || name == "" || !strings.Contains(string(b), "\n| `"+name+"` |") {
+		t.Errorf("README line %d: an example call of a tool the tools table does not list, or without arguments: %v", line, v)
+	}
+}
+
 func checkClientConfig(t *testing.T, line int, v map[string]any) {
 	t.Helper()
 	servers, _ := v["mcpServers"].(map[string]any)

@@ -113,6 +113,39 @@ func TestBrowserSessionEnded(t *testing.T) {
 	}
 }
 
+// reasonTerm is a fake terminal that says why its session ended.
+type reasonTerm struct {
+	*fakeTerm
+	reason string
+}
+
+type reasonSessions map[string]reasonTerm
+
+func (s reasonSessions) Terminal(key string) (web.Terminal, bool) {
+	t, ok := s[key]
+	return t, ok
+}
+
+func (r reasonTerm) EndReason() string {
+	select {
+	case <-r.ended:
+		return r.reason
+	default:
+		return ""
+	}
+}
+
+// TestBrowserSessionEndedReason: an ended session's page says why it
+// ended, and links to its replay (the same URL, now a recording).
+func TestBrowserSessionEndedReason(t *testing.T) {
+	term := reasonTerm{newFakeTerm("ending"), "idle_timeout"}
+	ctx := openTerminal(t, startServer(t, reasonSessions{testKey: term}))
+	term.end()
+	poll(t, ctx, `document.getElementById("status").textContent === "session ended: idle_timeout"`)
+	waitText(t, ctx, "[session ended: idle_timeout]")
+	poll(t, ctx, `!document.getElementById("replay").hidden && new URL(document.getElementById("replay").href).pathname === location.pathname`)
+}
+
 func TestBrowserTwoViewers(t *testing.T) {
 	term := newFakeTerm("shared")
 	base := startServer(t, sessions{testKey: term})

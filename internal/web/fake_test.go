@@ -171,13 +171,13 @@ const testKey = "k-7f3a9c2e51d04b8e96a1c0ffee12ab34"
 
 // startServer serves s on a fresh loopback port until the test ends, and
 // returns the base URL.
-func startServer(t *testing.T, s sessions) string {
+func startServer(t *testing.T, s web.Sessions) string {
 	t.Helper()
 	return startReplayServer(t, s, nil)
 }
 
 // startReplayServer is startServer with recordings of ended sessions.
-func startReplayServer(t *testing.T, s sessions, r web.Recordings) string {
+func startReplayServer(t *testing.T, s web.Sessions, r web.Recordings) string {
 	t.Helper()
 	base, stop := startStoppable(t, s, r)
 	t.Cleanup(func() {
@@ -190,7 +190,7 @@ func startReplayServer(t *testing.T, s sessions, r web.Recordings) string {
 
 // startStoppable serves s and the recordings r (nil for none), and returns
 // the base URL and a func that stops the server and returns what Serve returned.
-func startStoppable(t *testing.T, s sessions, r web.Recordings, public ...string) (string, func() error) {
+func startStoppable(t *testing.T, s web.Sessions, r web.Recordings, public ...string) (string, func() error) {
 	t.Helper()
 	log := testLogger(t)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -32,6 +32,14 @@ type Terminal interface {
 	Resize(ctx context.Context, cols, rows int) error
 }
 
+// EndReasoner is implemented by a Terminal that can say why its session
+// ended (disconnected, idle_timeout, human_exit, …): the page shows it
+// beside the link to the replay.
+type EndReasoner interface {
+	// EndReason is "" while the session lives.
+	EndReason() string
+}
+
 // HumanDesk is implemented by a Terminal whose agent can hand the session
 // to the human (ssh_request_human): the page shows the agent's message,
 // and a viewer who may type hands the session back with a note.

@@ -142,7 +142,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		}
 		c.Close(websocket.StatusTryAgainLater, reason)
 	default:
-		c.Close(websocket.StatusNormalClosure, "session ended")
+		c.Close(websocket.StatusNormalClosure, endedReason(connCtx, t))
 	}
 	endConn()
 	err = <-read
@@ -216,3 +216,35 @@ func relay(ctx context.Context, t Terminal, m clientMessage) error {
 func validSize(cols, rows int) bool {
 	return cols > 0 && rows > 0 && cols <= maxDimension && rows <= maxDimension
 }
+
+// endedReason is the close reason of a session that ended: "session
+// ended", and why when the terminal can say. The reason is filed a moment
+// after the output ends (a dead shell's last output is read out first), so
+// it is waited for, briefly.
+func endedReason(ctx context.Context, t Terminal) string {
+	const ended = "session ended"
+	er, ok := t.(EndReasoner)
+	if !ok {
+		return ended
+	}
+	ctx, cancel := context.WithTimeout(ctx, endReasonWait)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if r := er.EndReason(); r != "" {
+			if len(r) > 100 { // a close reason must fit in 123 bytes
+				r = r[:100]
+			}
+			return ended + ": " + r
+		}
+		select {
+		case <-ctx.Done():
+			return ended
+		case <-tick.C:
+		}
+	}
+}
+
+// endReasonWait bounds the wait for an ended session's reason.
+const endReasonWait = 5 * time.Second

@@ -149,8 +149,14 @@
         return;
       }
       if (ev.code === 1000) {
-        setStatus('ended', 'session ended');
-        term.write('\r\n\x1b[1;31m[session ended]\x1b[0m\r\n');
+        // "session ended", or "session ended: idle_timeout" and the like.
+        const why = /^session ended(: [a-z_]+)?$/.test(ev.reason) ? ev.reason : 'session ended';
+        setStatus('ended', why);
+        term.write('\r\n\x1b[1;31m[' + why + ']\x1b[0m\r\n');
+        // The same link replays the session once it is over.
+        const replayEl = document.getElementById('replay');
+        replayEl.href = location.pathname;
+        replayEl.hidden = false;
       } else {
         setStatus('disconnected', ev.reason ? 'disconnected: ' + ev.reason : 'disconnected');
       }
