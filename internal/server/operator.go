@@ -175,7 +175,7 @@ func (d dashAudit) Search(ctx context.Context, q web.AuditQuery) ([]web.AuditEnt
 			continue
 		}
 		out = append(out, web.AuditEntry{Seq: r.Seq, Time: r.Time, Tenant: r.Tenant, Actor: r.Actor, SessionName: r.SessionName,
-			Tool: r.Tool, Event: r.Event, Outcome: r.Outcome, Reason: r.Reason, ApprovalID: r.ApprovalID})
+			Tool: r.Tool, Event: r.Event, Outcome: r.Outcome, Reason: r.Reason, ApprovalID: r.ApprovalID, Command: argsSummary(r.Args)})
 	}
 	return out, nil
 }
@@ -190,3 +190,28 @@ func tokenChars(s string) bool {
 	}
 	return true
 }
+
+// argsSummary is what the dashboard's audit table shows of a call's
+// arguments: its command line, else the arguments as audited (secrets
+// are redacted before a record is written), cut to summaryMax bytes.
+func argsSummary(args json.RawMessage) string {
+	var m map[string]any
+	if len(args) == 0 || json.Unmarshal(args, &m) != nil {
+		return ""
+	}
+	s, ok := m["command"].(string)
+	if !ok {
+		delete(m, "sessionToken") // never audited; kept out here too
+		b, _ := json.Marshal(m)
+		if s = string(b); s == "{}" {
+			return ""
+		}
+	}
+	if len(s) > summaryMax {
+		s = strings.ToValidUTF8(s[:summaryMax], "") + "…"
+	}
+	return s
+}
+
+// summaryMax bounds argsSummary.
+const summaryMax = 300

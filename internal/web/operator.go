@@ -106,6 +106,9 @@ type AuditEntry struct {
 	Outcome     string    `json:"outcome,omitempty"`
 	Reason      string    `json:"reason,omitempty"`
 	ApprovalID  string    `json:"approvalId,omitempty"`
+	// Command is the call's command line, or its other arguments
+	// (secrets redacted, as audited), cut to a readable size.
+	Command string `json:"command,omitempty"`
 }
 
 // AuditLog searches the audit log. The audit layer implements it.

@@ -115,7 +115,7 @@ func TestReplayNotFound(t *testing.T) {
 func TestLiveSessionWinsOverRecording(t *testing.T) {
 	base := startReplayServer(t, sessions{testKey: newFakeTerm("live")}, recordings{testKey: {"replayed", writeCast(t)}})
 	page := body(t, get(t, web.MonitorURL(base, testKey)))
-	if !strings.Contains(page, "/assets/terminal.js") || strings.Contains(page, "replay") {
+	if !strings.Contains(page, "/assets/terminal.js") || strings.Contains(page, "/assets/replay.js") {
 		t.Errorf("a live session's page is not the terminal:\n%s", page)
 	}
 }

@@ -100,8 +100,42 @@
     if (isNaN(d)) {
       return '';
     }
-    const today = new Date();
-    return d.toDateString() === today.toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
+    // Always the date and the zone: a record is read days later, and by
+    // people in other zones.
+    return d.toLocaleString(undefined, {
+      year: 'numeric', month: '2-digit', day: '2-digit',
+      hour: '2-digit', minute: '2-digit', second: '2-digit', timeZoneName: 'short',
+    });
+  }
+
+  // labelled gives each cell of a row its column's name, which the phone
+  // layout shows beside the value.
+  function labelled(table, tr) {
+    const heads = table.tHead.rows[0].cells;
+    for (let i = 0; i < tr.cells.length && i < heads.length; i++) {
+      const label = heads[i].textContent.trim();
+      if (label) {
+        tr.cells[i].dataset.label = label;
+      }
+    }
+    return tr;
+  }
+
+  // copyButton copies the text of the code element beside it.
+  function copyButton(code) {
+    const b = el('button', { type: 'button', class: 'copy', 'aria-label': 'Copy', text: 'Copy' });
+    b.addEventListener('click', function () {
+      const done = function (ok) {
+        b.textContent = ok ? 'Copied' : 'Select and copy';
+        setTimeout(function () { b.textContent = 'Copy'; }, 1500);
+      };
+      if (navigator.clipboard) {
+        navigator.clipboard.writeText(code.textContent).then(function () { done(true); }, function () { done(false); });
+      } else {
+        done(false);
+      }
+    });
+    return b;
   }
 
   function postJSON(path, body) {
@@ -327,8 +361,11 @@
       if (remembered > 0) {
         li.append(', remembered for ' + remembered + ' min');
       }
+      // Whose agent asked: tenant and actor where there are (HTTP mode),
+      // else the stdio client.
+      const whose = act.actor ? text(act.tenant) + ' · ' + text(act.actor) : 'the stdio client';
       const detail = el('div', { class: 'detail' }, [
-        text(act.tool) + ' in ' + text(act.sessionName) + ' (' + text(act.tenant) + ' · ' + text(act.actor) + ') ',
+        text(act.tool) + ' in ' + text(act.sessionName) + ' (' + whose + ') ',
       ]);
       if (act.command) {
         detail.append(el('code', { text: text(act.command) }));
@@ -366,11 +403,13 @@
       if (!tr) {
         tr = el('tr', { 'data-id': text(row.id) });
         for (const c of cells) {
-          tr.append(el('td', {}, c.mono ? [el('code')] : []));
+          const code = c.mono ? el('code') : null;
+          tr.append(el('td', {}, code ? (c.copy ? [code, ' ', copyButton(code)] : [code]) : []));
         }
         const b = el('button', { type: 'button', 'aria-label': button, text: button });
         b.addEventListener('click', function () { openSession(row.id, b); });
         tr.append(el('td', {}, [b]));
+        labelled(table, tr);
       }
       cells.forEach(function (c, i) {
         const td = tr.cells[i];
@@ -397,6 +436,7 @@
         { text: text(r.tenant) }, { text: text(r.actor) }, { text: text(r.name) }, { text: text(r.target) },
         { text: r.humanRequest ? 'needs you: ' + text(r.humanRequest) : text(r.status) },
         { text: text(r.lastCommand), mono: true }, { text: when(r.lastActivity) },
+        { text: 'tandem attach ' + text(r.id), mono: true, copy: true },
       ];
     }, 'Watch');
     renderRows(endedEl, endedEmptyEl, rows.filter(function (r) { return r.ended; }), function (r) {
@@ -481,9 +521,11 @@
 
   function renderAudit(records) {
     const rows = records.map(function (e) {
-      return el('tr', {}, [
-        when(e.time), e.tenant, e.actor, e.sessionName, e.tool, e.event, e.outcome, e.reason, e.approvalId,
-      ].map(function (v) { return el('td', { text: text(v) }); }));
+      return labelled(auditEl, el('tr', {}, [
+        when(e.time), e.tenant, e.actor, e.sessionName, e.tool, e.command, e.event, e.outcome, e.reason, e.approvalId,
+      ].map(function (v, i) {
+        return i === 5 ? el('td', {}, [el('code', { text: text(v) })]) : el('td', { text: text(v) });
+      })));
     });
     auditEl.tBodies[0].replaceChildren(...rows);
     auditEl.hidden = records.length === 0;
