@@ -81,6 +81,9 @@ func (s *Server) authorize(ctx context.Context, c session.Caller, tool, targetNa
 	case policy.Allow:
 		return nil
 	case policy.Deny:
+		if s.deps.Denied != nil {
+			s.deps.Denied(act, v.Rule)
+		}
 		return fail(codePolicyDenied, fmt.Sprintf("The policy does not allow %s: %s. Nothing was run. Do not retry it as is; find another way, or ask the operator.", what, v.Reason),
 			reply{"rule": v.Rule})
 	case policy.Forward:

@@ -112,6 +112,9 @@ type Deps struct {
 	// Approvals holds the actions that wait for a human. Without it a
 	// policy's ask is refused, as nobody could answer it.
 	Approvals *approval.Broker
+	// Denied, if set, is told of every action the policy refuses, for
+	// the monitoring page's status strip.
+	Denied func(act approval.Action, rule string)
 }
 
 // Observer is told of every tool call and its audit commit, for metrics;

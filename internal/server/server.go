@@ -181,6 +181,11 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Server, err err
 		Version:           o.Version,
 		Elsewhere:         elsewhere(s.nodeURL, s.rec, s.log),
 		CommandRecorded:   commandRecorded(s.nodeURL, s.rec),
+		Denied: func(act approval.Action, rule string) {
+			if sess, ok := s.sessions.ByID(act.SessionID); ok {
+				sess.NoteDenied(session.Denial{Tool: act.Tool, Command: act.Command, Rule: rule, At: time.Now()})
+			}
+		},
 	})
 	if s.opTok, err = dashboardToken(cfg, s.dataDir); err != nil {
 		return nil, err
@@ -216,7 +221,7 @@ func (s *Server) Serve(ctx context.Context, stdin io.Reader, stdout io.Writer) e
 	fenced := make(chan error, 1)
 	go func() { fenced <- s.drainOnSignal(ctx, signalled, cancel) }()
 	webDone := make(chan error, 1)
-	go func() { webDone <- web.New(webSessions{s.sessions}, s.webOptions(ctx)).Serve(ctx, s.ln) }()
+	go func() { webDone <- web.New(webSessions{s.sessions, s.broker}, s.webOptions(ctx)).Serve(ctx, s.ln) }()
 	s.announce()
 	var err error
 	if s.hm.on() {

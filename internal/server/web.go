@@ -3,12 +3,16 @@ package server
 import (
 	"context"
 
+	"github.com/tandem-sh/tandem/internal/approval"
 	"github.com/tandem-sh/tandem/internal/session"
 	"github.com/tandem-sh/tandem/internal/web"
 )
 
 // webSessions lets the browser terminal open a session by capability key.
-type webSessions struct{ m *session.Manager }
+type webSessions struct {
+	m      *session.Manager
+	broker *approval.Broker
+}
 
 // Terminal opens the live session a capability key names.
 func (w webSessions) Terminal(key string) (web.Terminal, bool) {
@@ -16,10 +20,16 @@ func (w webSessions) Terminal(key string) (web.Terminal, bool) {
 	if !ok {
 		return nil, false
 	}
-	return webTerminal{s}, true
+	return webTerminal{s, w.m, w.broker}, true
 }
 
-type webTerminal struct{ *session.Session }
+// webTerminal is one live session as its monitoring page sees it: the
+// terminal, the agent's request for the human, and the status strip.
+type webTerminal struct {
+	*session.Session
+	m      *session.Manager
+	broker *approval.Broker
+}
 
 // Name is the session's name, shown (escaped) on the page.
 func (t webTerminal) Name() string { return t.Session.Name }
@@ -50,4 +60,46 @@ func (t webTerminal) HandBack(ctx context.Context, id, note string) error {
 	return t.Session.HandBack(id, note, web.ViewerFrom(ctx))
 }
 
-var _ web.HumanDesk = webTerminal{}
+// WatchHumanRequest signals fn when the session's request for the human
+// (or anything else the page shows of it) changes.
+func (t webTerminal) WatchHumanRequest(fn func()) (stop func()) { return t.Session.Changes(fn) }
+
+// Status is what the page's strip shows: what the agent does now, the
+// approvals it waits for, what the policy refused, and how many of the
+// human's commands the agent will be told of before it acts.
+func (t webTerminal) Status() web.SessionStatus {
+	st := web.SessionStatus{Agent: "idle", Gate: t.Session.GateCount()}
+	i := t.Session.Info()
+	if l := i.Last; l != nil && l.Running {
+		st.Agent, st.Command, st.Since = "running", l.Command, l.Started
+		if l.Source == "user" {
+			st.Agent = "human_running"
+		}
+	}
+	if r := i.HumanRequest; r != nil {
+		st.Agent, st.Command, st.Since = "waiting_human", r.Message, r.Since
+	}
+	for _, a := range t.broker.Pending() {
+		if a.Action.SessionID != t.Session.ID {
+			continue
+		}
+		st.Approvals = append(st.Approvals, web.StripAction{ID: a.ID, Tool: a.Action.Tool, Command: a.Action.Command, Rule: a.Rule, Expires: a.Expires})
+		st.Agent, st.Command, st.Since = "waiting_approval", a.Action.Command, a.Created
+	}
+	for _, d := range t.Session.Denied() {
+		st.Denied = append(st.Denied, web.StripAction{Tool: d.Tool, Command: d.Command, Rule: d.Rule, At: d.At})
+	}
+	return st
+}
+
+// WatchStatus signals fn when the session, its approvals, or any
+// session's commands change.
+func (t webTerminal) WatchStatus(fn func()) (stop func()) {
+	a, b, c := t.Session.Changes(fn), t.broker.Watch(fn), t.m.Changes(fn)
+	return func() { a(); b(); c() }
+}
+
+var (
+	_ web.HumanDesk = webTerminal{}
+	_ web.Statuser  = webTerminal{}
+)

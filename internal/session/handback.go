@@ -50,7 +50,7 @@ func (s *Session) RequestHuman(message string) (r HumanRequest, opened bool) {
 	s.request = &HumanRequest{ID: "hr_" + newID(), Message: message, Since: time.Now()}
 	r = *s.request
 	s.mu.Unlock()
-	s.requestChanged()
+	s.changed()
 	return r, true
 }
 
@@ -90,7 +90,7 @@ func (s *Session) HandBack(id, note, by string) error {
 	s.request.HandedBack, s.request.Note, s.request.By, s.request.At = true, note, by, time.Now()
 	s.mu.Unlock()
 	s.touch()
-	s.requestChanged()
+	s.changed()
 	return nil
 }
 
@@ -117,7 +117,7 @@ func (s *Session) AwaitHandBack(ctx context.Context, id string, d time.Duration,
 			s.request = nil
 			g, _ := s.tripLocked(true).(*GateError)
 			s.mu.Unlock()
-			s.requestChanged()
+			s.changed()
 			return got, g, true, nil
 		}
 		s.mu.Unlock()
@@ -160,9 +160,10 @@ func (s *Session) AgentMayAct() error {
 	return s.humanHoldsLocked()
 }
 
-// WatchHumanRequest calls fn (a signal, must not block) whenever the
-// session's request for the human opens or ends, until stop is called.
-func (s *Session) WatchHumanRequest(fn func()) (stop func()) {
+// Changes calls fn (a signal, must not block) whenever the session's
+// request for the human opens or ends, a denial is noted, or the gate
+// takes a human command, until stop is called.
+func (s *Session) Changes(fn func()) (stop func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.reqWatchers == nil {
@@ -178,9 +179,9 @@ func (s *Session) WatchHumanRequest(fn func()) (stop func()) {
 	}
 }
 
-// requestChanged wakes the waiting call and tells the watchers and the
+// changed wakes the waiting call and tells the watchers and the
 // manager (the dashboard).
-func (s *Session) requestChanged() {
+func (s *Session) changed() {
 	s.mu.Lock()
 	if s.requestCh != nil {
 		close(s.requestCh)

@@ -337,6 +337,19 @@ func (m *Manager) ByMonitorKey(k string) (*Session, bool) {
 	return s, ok
 }
 
+// ByID finds a live session by its id, for the operator's side (the
+// monitoring page's notes of what the policy refused).
+func (m *Manager) ByID(id string) (*Session, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.sessions {
+		if s.ID == id {
+			return s, true
+		}
+	}
+	return nil, false
+}
+
 // Disconnect ends the session and its processes.
 func (m *Manager) Disconnect(s *Session) error {
 	if err := s.Gate(); err != nil {

@@ -107,6 +107,7 @@ type Session struct {
 	reqWatchers map[int]func()
 	reqNext     int
 	notify      func() // tells the manager (the dashboard) of a change
+	denied      []Denial
 }
 
 // MaxKeptCommands is how many of a session's latest commands can be read
@@ -272,6 +273,7 @@ func (s *Session) userCommand(r shell.Record) {
 	s.pending = append(s.pending, r)
 	s.lastActivity = time.Now()
 	s.mu.Unlock()
+	s.changed() // the page's gate count
 }
 
 // keep files a command for read-back. A running command's partial record

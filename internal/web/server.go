@@ -40,6 +40,44 @@ type EndReasoner interface {
 	EndReason() string
 }
 
+// Statuser is implemented by a Terminal that can tell the monitoring
+// page what the agent is doing, for the page's status strip.
+type Statuser interface {
+	// Status is the session as it stands; Viewers is filled in here.
+	Status() SessionStatus
+	// WatchStatus signals fn (it must not block) when the status may
+	// have changed, until stop is called.
+	WatchStatus(fn func()) (stop func())
+}
+
+// SessionStatus is what the monitoring page's status strip shows.
+type SessionStatus struct {
+	// Agent is idle, running (its command), waiting_approval,
+	// waiting_human (it asked for the human) or human_running (a
+	// command of the human's runs).
+	Agent   string    `json:"agent"`
+	Command string    `json:"command,omitempty"`
+	Since   time.Time `json:"since,omitzero"`
+	// Gate is how many of the human's commands the agent will be told
+	// of before it acts again.
+	Gate      int           `json:"gate"`
+	Approvals []StripAction `json:"approvals,omitempty"`
+	Denied    []StripAction `json:"denied,omitempty"`
+	// Viewers is how many browsers and tandem attach watch the session.
+	Viewers int `json:"viewers"`
+}
+
+// StripAction is an action of the agent's that the strip names: one
+// waiting for approval (ID, Expires) or one the policy refused (Rule, At).
+type StripAction struct {
+	ID      string    `json:"id,omitempty"`
+	Tool    string    `json:"tool"`
+	Command string    `json:"command,omitempty"`
+	Rule    string    `json:"rule,omitempty"`
+	Expires time.Time `json:"expires,omitzero"`
+	At      time.Time `json:"at,omitzero"`
+}
+
 // HumanDesk is implemented by a Terminal whose agent can hand the session
 // to the human (ssh_request_human): the page shows the agent's message,
 // and a viewer who may type hands the session back with a note.
@@ -113,6 +151,35 @@ type Server struct {
 	// viewers counts open WebSocket handlers (terminals and dashboards),
 	// so Serve returns only after every viewer is closed.
 	viewers sync.WaitGroup
+
+	// watching counts each session's terminal viewers, by monitoring
+	// key, for the status strip.
+	watchMu  sync.Mutex
+	watching map[string]int
+}
+
+// watch counts one more viewer of key until the returned func is called.
+func (s *Server) watch(key string) (leave func()) {
+	s.watchMu.Lock()
+	if s.watching == nil {
+		s.watching = map[string]int{}
+	}
+	s.watching[key]++
+	s.watchMu.Unlock()
+	return func() {
+		s.watchMu.Lock()
+		defer s.watchMu.Unlock()
+		if s.watching[key]--; s.watching[key] <= 0 {
+			delete(s.watching, key)
+		}
+	}
+}
+
+// watchers is how many viewers watch key now.
+func (s *Server) watchers(key string) int {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	return s.watching[key]
 }
 
 //go:embed assets

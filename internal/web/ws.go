@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -117,8 +118,13 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		read <- err
 	}()
 
+	defer s.watch(r.PathValue("key"))()
 	if desk, ok := t.(HumanDesk); ok {
 		go tellRequests(ctx, connCtx, c, desk)
+	}
+	if st, ok := t.(Statuser); ok {
+		key := r.PathValue("key")
+		go tellStatus(ctx, connCtx, c, st, func() int { return s.watchers(key) })
 	}
 	var writeErr error
 	err = t.Watch(ctx, func(p []byte) error {
@@ -216,6 +222,53 @@ func relay(ctx context.Context, t Terminal, m clientMessage) error {
 func validSize(cols, rows int) bool {
 	return cols > 0 && rows > 0 && cols <= maxDimension && rows <= maxDimension
 }
+
+// statusMessage is the status strip's state, as a text message:
+// {"t":"s", …SessionStatus}.
+type statusMessage struct {
+	Type string `json:"t"`
+	SessionStatus
+}
+
+// tellStatus sends the page the session's status now, and again whenever
+// it changes (checked on every signal, and each statusEvery for the
+// viewer count), until ctx ends; writes are bounded by connCtx.
+func tellStatus(ctx, connCtx context.Context, c *websocket.Conn, st Statuser, viewers func() int) {
+	kick := make(chan struct{}, 1)
+	stop := st.WatchStatus(func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	})
+	defer stop()
+	tick := time.NewTicker(statusEvery)
+	defer tick.Stop()
+	var last []byte
+	for {
+		status := st.Status()
+		status.Viewers = viewers()
+		b, _ := json.Marshal(statusMessage{Type: "s", SessionStatus: status})
+		if !bytes.Equal(b, last) {
+			wctx, cancel := context.WithTimeout(connCtx, writeTimeout)
+			err := c.Write(wctx, websocket.MessageText, b)
+			cancel()
+			if err != nil {
+				return
+			}
+			last = b
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-kick:
+		case <-tick.C:
+		}
+	}
+}
+
+// statusEvery is how often the strip's state is checked without a signal.
+const statusEvery = time.Second
 
 // endedReason is the close reason of a session that ended: "session
 // ended", and why when the terminal can say. The reason is filed a moment

@@ -142,6 +142,8 @@
       }
       if (m && m.t === 'h') {
         showRequest(typeof m.id === 'string' ? m.id : '', typeof m.m === 'string' ? m.m : '');
+      } else if (m && m.t === 's') {
+        showStatus(m);
       }
     };
     sock.onclose = function (ev) {
@@ -166,6 +168,99 @@
   if (typing) {
     term.onData(sendInput);
   }
+
+  // The status strip: what the agent does now, what waits for approval
+  // (decided here by the operator), what the policy refused, how many of
+  // the human's commands the agent will be told of, who watches. Every
+  // value is set as text.
+  const operator = document.body.dataset.operator === 'yes';
+  const stripEl = document.getElementById('strip');
+  let status = null;
+  function str(v) { return typeof v === 'string' ? v : ''; }
+  function node(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) {
+      e.className = cls;
+    }
+    if (text) {
+      e.textContent = text;
+    }
+    return e;
+  }
+  function agentLine(st) {
+    const cmd = str(st.command);
+    const since = Date.parse(str(st.since));
+    const secs = isNaN(since) ? 0 : Math.max(0, Math.round((Date.now() - since) / 1000));
+    switch (st.agent) {
+      case 'running': return 'Agent: running ' + cmd + ' for ' + secs + ' s';
+      case 'waiting_approval': return 'Agent: waiting for approval of ' + cmd;
+      case 'waiting_human': return 'Agent: waiting for you';
+      case 'human_running': return 'A human command runs: ' + cmd + ' (' + secs + ' s)';
+    }
+    return 'Agent: idle';
+  }
+  function decide(id, approve, li) {
+    for (const b of li.querySelectorAll('button')) {
+      b.disabled = true;
+    }
+    fetch('/api/approvals/' + encodeURIComponent(id) + '/decision', {
+      method: 'POST', credentials: 'same-origin', cache: 'no-store',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ approve: approve, reason: '' }),
+    }).then(function (res) {
+      if (!res.ok && res.status !== 409) {
+        li.append(node('span', 'strip-error', ' the decision failed (' + res.status + ')'));
+        for (const b of li.querySelectorAll('button')) {
+          b.disabled = false;
+        }
+      }
+    }, function () {
+      li.append(node('span', 'strip-error', ' tandem could not be reached'));
+    });
+  }
+  function showStatus(st) {
+    status = st;
+    stripEl.hidden = false;
+    document.getElementById('agent-state').textContent = agentLine(st);
+    const gateEl = document.getElementById('gate');
+    const n = Number(st.gate) || 0;
+    gateEl.hidden = n === 0;
+    gateEl.textContent = n === 1 ? '1 of your commands will be reported to the agent before it acts'
+      : n + ' of your commands will be reported to the agent before it acts';
+    const v = Number(st.viewers) || 0;
+    document.getElementById('viewers').textContent = v === 1 ? '1 watching' : v + ' watching';
+    const approvals = (Array.isArray(st.approvals) ? st.approvals : []).map(function (a) {
+      const li = node('li', 'strip-approval');
+      li.dataset.id = str(a.id);
+      li.append(node('span', 'label', 'Waiting for approval: '), node('code', '', str(a.command) || str(a.tool)));
+      if (a.rule) {
+        li.append(node('span', 'rule', ' (' + str(a.rule) + ')'));
+      }
+      if (operator) {
+        const yes = node('button', 'approve', 'Approve');
+        const no = node('button', 'deny', 'Deny');
+        yes.type = no.type = 'button';
+        yes.addEventListener('click', function () { decide(str(a.id), true, li); });
+        no.addEventListener('click', function () { decide(str(a.id), false, li); });
+        li.append(' ', yes, ' ', no);
+      }
+      return li;
+    });
+    document.getElementById('strip-approvals').replaceChildren(...approvals);
+    const denied = (Array.isArray(st.denied) ? st.denied : []).map(function (d) {
+      const li = node('li', 'strip-denied');
+      li.append(node('span', 'label', 'Refused by the policy: '), node('code', '', str(d.command) || str(d.tool)),
+        node('span', 'rule', ' (' + str(d.rule) + ')'));
+      return li;
+    });
+    document.getElementById('strip-denied').replaceChildren(...denied);
+    fit.fit();
+  }
+  setInterval(function () {
+    if (status && (status.agent === 'running' || status.agent === 'human_running')) {
+      document.getElementById('agent-state').textContent = agentLine(status);
+    }
+  }, 1000);
 
   // The agent's request for the human (ssh_request_human): its message,
   // shown as text, and for a viewer who may type, the hand-back.
