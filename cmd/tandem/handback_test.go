@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,6 +30,7 @@ func TestRequestHuman(t *testing.T) {
 		t.Run(client, func(t *testing.T) {
 			pw := secret("pw-")
 			var (
+				srv     *tandemProc
 				call    func(tool string, args map[string]any) map[string]any
 				dataDir string
 				logs    func() string
@@ -36,7 +38,7 @@ func TestRequestHuman(t *testing.T) {
 			)
 			switch client {
 			case "go-sdk":
-				srv := startServer(t, serverOpts{})
+				srv = startServer(t, serverOpts{})
 				call = func(tool string, args map[string]any) map[string]any { return srv.call(t, tool, args) }
 				dataDir, logs = srv.dataDir, srv.log
 				stop = func() { _ = srv.cs.Close() }
@@ -63,6 +65,11 @@ func TestRequestHuman(t *testing.T) {
 				id := str(p["requestId"])
 				if b := wantError(t, call("ssh_exec", args(map[string]any{"command": "echo agent"})), "session_busy"); b["reason"] != "human_requested" || b["requestId"] != id {
 					t.Fatalf("the agent acts while the human holds the session: %v", b)
+				}
+				// The dashboard lists the session as needing the human.
+				st := newOperatorClient(t, srv).do(t, http.MethodGet, "/api/state", "")
+				if rows, _ := st["sessions"].([]any); len(rows) != 1 || rows[0].(map[string]any)["humanRequest"] != ask {
+					t.Fatalf("the dashboard's sessions: %v", st["sessions"])
 				}
 				go func() {
 					defer close(answered)

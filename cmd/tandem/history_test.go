@@ -63,11 +63,13 @@ func typeOverWebSocket(t *testing.T, monitorURL, token, keys, want string) {
 	}
 	var seen strings.Builder
 	for !strings.Contains(seen.String(), want) {
-		_, p, err := c.Read(ctx)
+		typ, p, err := c.Read(ctx)
 		if err != nil {
 			t.Fatalf("terminal never showed %q: %v; its tail was %q", want, err, tail(seen.String()))
 		}
-		seen.Write(p)
+		if typ == websocket.MessageBinary { // text messages are the page's strip, not the terminal
+			seen.Write(p)
+		}
 	}
 	c.Close(websocket.StatusNormalClosure, "")
 }

@@ -72,9 +72,12 @@ func openViewer(t testing.TB, monitorURL, token string) *wsViewer {
 	v := &wsViewer{c: c, ctx: ctx}
 	go func() { // a browser reads everything the terminal shows
 		for {
-			_, p, err := c.Read(ctx)
+			typ, p, err := c.Read(ctx)
 			if err != nil {
 				return
+			}
+			if typ != websocket.MessageBinary {
+				continue // the page's status strip and requests, not the terminal
 			}
 			v.mu.Lock()
 			v.screen.Write(p)

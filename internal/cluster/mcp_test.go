@@ -92,6 +92,8 @@ func TestRoute(t *testing.T) {
 	}{
 		{"exec, other node", "one", call("ssh_exec", "dev"), false, "http://node-a:1"},
 		{"cancel, other node", "one", call("ssh_cancel", "dev"), false, "http://node-a:1"},
+		{"request the human, other node", "one", call("ssh_request_human", "dev"), false, "http://node-a:1"},
+		{"send input, other node", "one", call("ssh_send_input", "dev"), false, "http://node-a:1"},
 		{"read output", "one", call("ssh_read_output", "dev"), false, "http://node-a:1"},
 		{"resource", "one", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"tandem://output/c1/stdout"}}`, false, "http://node-a:1"},
 		{"resource of another caller", "two", `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"tandem://output/c1/stdout"}}`, false, ""},

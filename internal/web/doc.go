@@ -13,7 +13,10 @@
 //	        ◀── binary: scrollback, then live bytes ── Terminal.Watch
 //	        ─── text: {"t":"i","d":"ls\r"} ───────────▶ Terminal.Input
 //	        ─── text: {"t":"r","c":120,"r":40} ───────▶ Terminal.Resize
-//	        ◀── close 1000 "session ended" when Watch returns
+//	        ◀── text: {"t":"s",…} the status strip ── Statuser
+//	        ◀── text: {"t":"h","id":…,"m":…} ─────── HumanDesk (the agent asks for the human)
+//	        ─── text: {"t":"b","id":…,"n":…} ───────▶ HumanDesk.HandBack
+//	        ◀── close 1000 "session ended: reason" when Watch returns
 //
 // Once a session has ended, the same URL replays it, if [Options.Recordings]
 // has its recording: the page then loads an asciicast v2 file from beside
