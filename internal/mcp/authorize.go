@@ -99,17 +99,7 @@ func (s *Server) authorize(ctx context.Context, c session.Caller, tool, targetNa
 	}
 	prog := startProgress(ctx, s.heartbeat())
 	defer prog.finish()
-	var onWait func(time.Duration)
-	if prog != nil {
-		sent := time.Duration(0)
-		onWait = func(waited time.Duration) {
-			if waited-sent < s.heartbeat() {
-				return
-			}
-			sent = waited
-			prog.note(ctx, fmt.Sprintf("waiting %.0f s for a human to approve %s", waited.Seconds(), what))
-		}
-	}
+	onWait := prog.waitNotes(ctx, s.heartbeat(), "for a human to approve "+what)
 	hooks := approval.Hooks{OnWait: onWait}
 	var ss *mcp.ServerSession
 	var input *mcp.ElicitResult

@@ -71,18 +71,7 @@ func (s *Server) requestHuman(ctx context.Context, c session.Caller, a requestHu
 	}
 	prog := startProgress(ctx, s.heartbeat())
 	defer prog.finish()
-	var onWait func(time.Duration)
-	if prog != nil {
-		sent := time.Duration(0)
-		onWait = func(waited time.Duration) {
-			if waited-sent < s.heartbeat() {
-				return
-			}
-			sent = waited
-			prog.note(ctx, fmt.Sprintf("waiting %.0f s for the human to hand the session back", waited.Seconds()))
-		}
-	}
-	r, gate, done, err := sess.AwaitHandBack(ctx, id, a.callTimeout(), onWait)
+	r, gate, done, err := sess.AwaitHandBack(ctx, id, a.callTimeout(), prog.waitNotes(ctx, s.heartbeat(), "for the human to hand the session back"))
 	switch {
 	case errors.Is(err, session.ErrNoHumanRequest):
 		return nil, fail(codeInvalidArguments, fmt.Sprintf("The request %q for the human was answered by another call.", id), reply{"field": "requestId"})

@@ -3,6 +3,7 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -142,4 +143,20 @@ func (p *progress) hook() func(int, []byte) {
 		return nil
 	}
 	return p.add
+}
+
+// waitNotes is the onWait of a call that waits for a person: a note
+// "waiting N s <what>" at most once per every, or nil without progress.
+func (p *progress) waitNotes(ctx context.Context, every time.Duration, what string) func(waited time.Duration) {
+	if p == nil {
+		return nil
+	}
+	sent := time.Duration(0)
+	return func(waited time.Duration) {
+		if waited-sent < every {
+			return
+		}
+		sent = waited
+		p.note(ctx, fmt.Sprintf("waiting %.0f s %s", waited.Seconds(), what))
+	}
 }
