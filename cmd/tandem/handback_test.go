@@ -129,6 +129,9 @@ func TestRequestHuman(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitPage(t, ctx, `document.querySelector('script[src$="replay.js"]') ? 'replay' : 'not yet'`, "replay")
+			// The replay's seek bar marks the agent's commands and the human's apart.
+			waitPage(t, ctx, `String([...document.querySelectorAll('#marks .mark')].some(m => m.dataset.source === 'human' && m.getAttribute('aria-label') === 'human: echo second') &&
+				[...document.querySelectorAll('#marks .mark')].some(m => m.dataset.source === 'agent' && m.getAttribute('aria-label') === 'agent: echo agent'))`, "true")
 			stop()
 
 			if strings.Contains(logs(), pw) {

@@ -28,6 +28,7 @@ func TestAsciinemaPlays(t *testing.T) {
 		if i == 2 {
 			w.Input([]byte("ls\r"))
 			w.Resize(100, 40)
+			w.Marker("human: ls") // tandem marks each command's start
 		}
 	}
 	if err := w.Close(); err != nil {

@@ -137,6 +137,17 @@ func (w *Writer) Output(p []byte) { w.data(outStream, 'o', p) }
 // Input records p as keystrokes a human typed. Same rules as Output.
 func (w *Writer) Input(p []byte) { w.data(inStream, 'i', p) }
 
+// Marker records a marker ("m" event) with label, such as the start of a
+// command: a player shows it on its seek bar. Same rules as Output.
+func (w *Writer) Marker(label string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closing || w.err != nil {
+		return
+	}
+	w.add(w.now(), 'm', []byte(label), false)
+}
+
 // Resize records that the terminal is now cols columns by rows rows.
 // Non-positive sizes are ignored. Same rules as Output.
 func (w *Writer) Resize(cols, rows int) {

@@ -187,7 +187,7 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 		Logger: m.log.With("session", name), Cols: m.opts.Cols, Rows: m.opts.Rows,
 		OnCommand: func(r shell.Record) { m.commandDone(s, r) }, Spool: m.opts.Spool,
 		// A human's running command can be read back, and named when busy.
-		OnStart: func(r shell.Record) { s.keep(r, false) },
+		OnStart: func(r shell.Record) { s.keep(r, false); s.markCommand(r, false) },
 	}
 	if t.JudgeExec != nil {
 		so.JudgeExec = func(ctx context.Context, x shell.ExecInfo) shell.ExecRuling { return t.JudgeExec(ctx, s, x) }
@@ -223,6 +223,7 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 // every command goes to the journal. The shell's lock is held.
 func (m *Manager) commandDone(s *Session, r shell.Record) {
 	s.keep(r, true)
+	s.markCommand(r, true)
 	if r.Source == "user" {
 		s.userCommand(r)
 	}

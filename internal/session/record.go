@@ -3,6 +3,8 @@ package session
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/tandem-sh/tandem/internal/recording"
 	"github.com/tandem-sh/tandem/internal/shell"
@@ -26,6 +28,35 @@ func (m *Manager) record(s *Session, so *shell.Options) error {
 	so.Output, so.Input, so.Resized = w.Output, w.Input, w.Resize
 	return nil
 }
+
+// markCommand marks in the recording where a command started (whose, and
+// its line) or ended (its exit code), for the replay's seek bar. Labels:
+// "agent: LINE", "human: LINE", "end agent: 0" ("?" when unknown).
+func (s *Session) markCommand(r shell.Record, ended bool) {
+	if s.rec == nil || (r.Source != "agent" && r.Source != "user") {
+		return
+	}
+	who := "agent"
+	if r.Source == "user" {
+		who = "human"
+	}
+	if ended {
+		code := "?"
+		if r.ExitKnown {
+			code = strconv.Itoa(r.ExitCode)
+		}
+		s.rec.Marker("end " + who + ": " + code)
+		return
+	}
+	line := r.Command
+	if len(line) > maxMarkerLine {
+		line = strings.ToValidUTF8(line[:maxMarkerLine], "") + "…"
+	}
+	s.rec.Marker(who + ": " + line)
+}
+
+// maxMarkerLine bounds the command line a marker carries.
+const maxMarkerLine = 200
 
 // closeRecording finishes the cast once the shell is gone; it reports
 // whether there is a complete recording to replay.

@@ -14,7 +14,7 @@ import (
 // style-src allows 'unsafe-inline' because xterm.js sizes and colours its
 // rows through <style> elements it creates at run time; script-src does not.
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; " +
-	"connect-src 'self'; img-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+	"connect-src 'self'; img-src 'self'; font-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // secureHeaders sets the headers every response carries. Referrer-Policy
 // keeps the capability key in the URL from leaving in a Referer.
@@ -71,7 +71,10 @@ func secureHeaders(h http.Handler) http.Handler {
 func (s *Server) staticFiles(files http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch path.Ext(r.URL.Path) {
-		case ".js", ".css":
+		case ".js", ".css", ".svg":
+			files.ServeHTTP(w, r)
+		case ".json": // the web app manifest
+			w.Header().Set("Content-Type", "application/manifest+json")
 			files.ServeHTTP(w, r)
 		default:
 			s.serveNotFound(w, r)

@@ -185,7 +185,12 @@
     const titleId = 'approval-' + cards.size + '-' + Math.random().toString(36).slice(2);
     const li = el('li', { class: 'approval', 'data-id': text(a.id), 'aria-labelledby': titleId });
 
+    // Selected with others, it is still decided on its own: one request
+    // per approval, each bound to its own action.
+    const select = el('input', { type: 'checkbox', class: 'select', 'aria-label': 'Select' });
+    select.addEventListener('change', updateBulk);
     const head = el('div', { class: 'head', id: titleId }, [
+      select,
       el('span', { class: 'tool', text: text(act.tool) }),
       el('span', { class: 'where' }, ['in ', el('span', { class: 'mono', text: text(act.sessionName) })]),
       el('span', { class: 'countdown', role: 'timer', 'data-expires': text(a.expires) }),
@@ -268,6 +273,7 @@
         }
       });
     }
+    li.decide = decide;
     approve.addEventListener('click', function () { decide(true, false); });
     deny.addEventListener('click', function () { decide(false, false); });
     remember.addEventListener('click', function () { decide(true, true); });
@@ -319,8 +325,73 @@
     }
     pendingEmptyEl.hidden = list.length > 0;
     pendingCountEl.textContent = list.length > 0 ? '(' + list.length + ')' : '';
+    announce(list);
+    updateBulk();
     tick();
   }
+
+  // ---- notifications ----
+
+  // A new pending approval raises a notification where the browser allows
+  // it (the person asked with "Notify me") and the tab is not in front.
+  // The first state only sets what is known; nothing is announced for it.
+  const notifyEl = document.getElementById('notify');
+  let announced = null;
+  function canNotify() {
+    return typeof window.Notification === 'function' && window.Notification.permission === 'granted';
+  }
+  function showNotify() {
+    notifyEl.hidden = typeof window.Notification !== 'function' || window.Notification.permission !== 'default';
+  }
+  notifyEl.addEventListener('click', function () {
+    window.Notification.requestPermission().then(showNotify, showNotify);
+  });
+  showNotify();
+  function announce(list) {
+    const first = announced === null;
+    const seen = new Set(list.map(function (a) { return a.id; }));
+    if (!first && canNotify() && document.visibilityState !== 'visible') {
+      for (const a of list) {
+        if (announced.has(a.id)) {
+          continue;
+        }
+        const act = a.action || {};
+        const n = new window.Notification('tandem: approval needed in ' + text(act.sessionName), {
+          body: text(act.command) || text(act.tool), tag: text(a.id),
+        });
+        n.onclick = function () { window.focus(); n.close(); };
+      }
+    }
+    announced = seen;
+  }
+
+  // ---- several at once ----
+
+  const bulkEl = document.getElementById('bulk');
+  function selectedCards() {
+    const out = [];
+    for (const li of cards.values()) {
+      const box = li.querySelector('input.select');
+      if (box && box.checked && !box.disabled) {
+        out.push(li);
+      }
+    }
+    return out;
+  }
+  function updateBulk() {
+    const n = selectedCards().length;
+    bulkEl.hidden = n === 0;
+    document.getElementById('selected-count').textContent = n === 1 ? '1 selected' : n + ' selected';
+  }
+  function decideSelected(yes) {
+    for (const li of selectedCards()) {
+      li.querySelector('input.select').disabled = true;
+      li.decide(yes, false);
+    }
+    updateBulk();
+  }
+  document.getElementById('approve-selected').addEventListener('click', function () { decideSelected(true); });
+  document.getElementById('deny-selected').addEventListener('click', function () { decideSelected(false); });
 
   // ---- recently decided ----
 

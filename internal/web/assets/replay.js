@@ -4,8 +4,12 @@
 // asciicast v2 file, lives beside it at /s/{key}/cast. The page fetches it,
 // then plays its output ("o") events into the terminal at the recorded
 // timing, scaled by the chosen speed, and applies its resize ("r") events.
-// Input ("i") and marker ("m") events are not shown: the output already holds
-// what the human saw, echo included.
+// Input ("i") events are not shown: the output already holds what the human
+// saw, echo included. Marker ("m") events, which tandem writes where each
+// command starts ("agent: LINE", "human: LINE") and ends ("end agent: 0"),
+// become marks on the seek bar: agent and human in their own colours, a
+// click jumps there. Play and pause, the seek bar, and #t=SECONDS in the
+// address (Link here) move through the recording.
 'use strict';
 
 (function () {
@@ -17,6 +21,12 @@
   const progressEl = document.getElementById('progress');
   const speedEl = document.getElementById('speed');
   const againEl = document.getElementById('again');
+  const pauseEl = document.getElementById('pause');
+  const seekEl = document.getElementById('seek');
+  const marksEl = document.getElementById('marks');
+  const linkEl = document.getElementById('link');
+  let paused = false;
+  let seeking = false; // the person is dragging the seek bar
   const term = new Terminal({
     cursorBlink: false,
     disableStdin: true,
@@ -55,6 +65,7 @@
     }
     const idle = header.idle_time_limit > 0 ? header.idle_time_limit : Infinity;
     const events = [];
+    const marks = [];
     let last = 0;
     let at = 0;
     for (let i = 1; i < lines.length; i++) {
@@ -74,12 +85,17 @@
       last = Math.max(last, ev[0]);
       if (ev[1] === 'o' || ev[1] === 'r') {
         events.push({ t: at, code: ev[1], data: ev[2] });
+      } else if (ev[1] === 'm') {
+        marks.push({ t: at, label: ev[2] });
       }
     }
-    return { width: header.width, height: header.height, duration: at, events: events };
+    return { width: header.width, height: header.height, duration: at, events: events, marks: marks };
   }
 
   function speed() {
+    if (paused) {
+      return 0;
+    }
     return speedEl.value === 'instant' ? Infinity : Number(speedEl.value);
   }
 
@@ -135,16 +151,29 @@
     return Math.floor(s / 60) + ':' + String(s % 60).padStart(2, '0');
   }
 
+  // position is the cast time the playback shows now.
+  function position() {
+    if (!clock) {
+      return 0;
+    }
+    return clock.speed === Infinity ? played : Math.min(now(), cast.duration);
+  }
+
   function showProgress() {
     if (state === 'playing' && clock) {
-      const at = clock.speed === Infinity ? played : Math.min(now(), cast.duration);
-      progressEl.textContent = 'playing ' + clockText(at) + ' / ' + clockText(cast.duration);
+      const at = position();
+      progressEl.textContent = (paused ? 'paused ' : 'playing ') + clockText(at) + ' / ' + clockText(cast.duration);
+      if (!seeking) {
+        seekEl.value = String(at);
+      }
     }
   }
 
-  // play plays the whole recording from the start, until it ends or another
-  // playback starts. Output due at the same moment is written in one piece.
-  async function play() {
+  // play plays the recording from the cast time from (0: the start), until
+  // it ends or another playback starts: what comes before from is written
+  // at once. Output due at the same moment is written in one piece.
+  async function play(from) {
+    from = Math.min(Math.max(Number(from) || 0, 0), cast.duration);
     const mine = ++run;
     setState('playing', 'playing');
     if (wake) {
@@ -156,10 +185,24 @@
     }
     term.reset();
     resize(cast.width + 'x' + cast.height);
-    played = 0;
-    clock = { at: 0, since: performance.now(), speed: speed() };
     const events = cast.events;
     let i = 0;
+    let out = '';
+    for (; i < events.length && events[i].t <= from; i++) {
+      if (events[i].code === 'o') {
+        out += events[i].data;
+      } else {
+        await write(out);
+        out = '';
+        resize(events[i].data);
+      }
+    }
+    await write(out);
+    if (mine !== run) {
+      return;
+    }
+    played = from;
+    clock = { at: from, since: performance.now(), speed: speed() };
     while (i < events.length) {
       const at = now();
       if (events[i].t > at) {
@@ -185,15 +228,82 @@
         return;
       }
     }
+    seekEl.value = String(cast.duration);
     setState('finished', 'finished · ' + clockText(cast.duration));
   }
 
+  // The player's controls.
+  function setPaused(p) {
+    paused = p;
+    pauseEl.textContent = p ? 'Play' : 'Pause';
+    pauseEl.setAttribute('aria-pressed', p ? 'true' : 'false');
+    rebase();
+  }
+  function seek(t) {
+    if (cast) {
+      play(t);
+    }
+  }
   speedEl.addEventListener('change', rebase);
   againEl.addEventListener('click', function () {
     if (cast) {
-      play();
+      setPaused(false);
+      play(0);
     }
   });
+  pauseEl.addEventListener('click', function () {
+    if (!cast) {
+      return;
+    }
+    if (state === 'finished') {
+      setPaused(false);
+      play(0);
+      return;
+    }
+    setPaused(!paused);
+  });
+  seekEl.addEventListener('input', function () { seeking = true; });
+  seekEl.addEventListener('change', function () {
+    seeking = false;
+    seek(Number(seekEl.value));
+  });
+  linkEl.addEventListener('click', function () {
+    const t = position().toFixed(1);
+    history.replaceState(null, '', '#t=' + t);
+    linkEl.textContent = 'Linked at ' + clockText(Number(t));
+  });
+
+  // showMarks puts a mark on the seek bar for each command's start: its
+  // label (the command line) as its name, agent and human apart.
+  function showMarks() {
+    const items = [];
+    for (const m of cast.marks) {
+      const who = /^(agent|human): /.exec(m.label);
+      if (!who) {
+        continue;
+      }
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.className = 'mark ' + who[1];
+      b.dataset.source = who[1];
+      b.dataset.t = String(m.t);
+      b.title = m.label + ' (' + clockText(m.t) + ')';
+      b.setAttribute('aria-label', m.label);
+      b.style.left = (cast.duration > 0 ? m.t / cast.duration * 100 : 0) + '%';
+      b.addEventListener('click', function () { seek(m.t); });
+      items.push(b);
+    }
+    marksEl.replaceChildren(...items);
+  }
+
+  // A link to another moment of this recording, opened in this tab.
+  window.addEventListener('hashchange', function () { seek(startAt()); });
+
+  // startAt is the #t=SECONDS of the address, or 0.
+  function startAt() {
+    const m = /^#t=(\d+(?:\.\d+)?)$/.exec(location.hash);
+    return m ? Number(m[1]) : 0;
+  }
   setInterval(showProgress, 250);
 
   // Hooks for tests and curious humans: nothing here that the page does not
@@ -202,6 +312,8 @@
     term: term,
     status: function () { return state; },
     done: function () { return state === 'finished'; },
+    position: position,
+    marks: function () { return cast ? cast.marks : []; },
     text: function () {
       const buf = term.buffer.active;
       const lines = [];
@@ -222,7 +334,9 @@
     })
     .then(function (text) {
       cast = parse(text);
-      play();
+      seekEl.max = String(cast.duration);
+      showMarks();
+      play(startAt());
     })
     .catch(function (err) {
       setState('failed', 'failed: ' + err.message);
