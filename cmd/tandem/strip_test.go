@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,12 +13,24 @@ import (
 )
 
 // TestStatusStrip: the monitoring page's strip tells the story of the
-// session in real Chromium. It shows who watches and that the agent is
-// idle; a command the policy refuses, with its rule; a command that waits
-// for approval, which the signed-in operator approves right there (the
-// agent's repeat then runs it); and how many of the human's commands the
-// agent will be told of before it acts, until it is told.
+// session in real Chromium, at 1280×800 and at a phone's 420 px. It shows
+// who watches and that the agent is idle; a command the policy refuses,
+// with its rule; a command that waits for approval, which the signed-in
+// operator approves right there (on the phone with a 44 px button; the
+// agent's repeat then runs it); how many of the human's commands the
+// agent will be told of before it acts, until it is told; and each
+// command's line marked by its source and a failed one by its exit code.
+// A screenshot goes to the test's artifact directory.
 func TestStatusStrip(t *testing.T) {
+	for _, vp := range []struct {
+		name string
+		w, h int64
+	}{{"desktop", 1280, 800}, {"phone", 420, 800}} {
+		t.Run(vp.name, func(t *testing.T) { statusStrip(t, vp.w, vp.h) })
+	}
+}
+
+func statusStrip(t *testing.T, width, height int64) {
 	ws := t.TempDir()
 	cfg := "targets: [{name: local, kind: local, workspace: " + ws + "}]\n" + `policy:
   mode: ask
@@ -33,6 +46,9 @@ approvals: {waitSeconds: 1, timeoutSeconds: 300}
 	s := sess{srv, "strip", tok}
 	url := str(mustOK(t, srv.call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": "strip", "sessionToken": tok}))["monitoringUrl"])
 	ctx := testenv.Browser(t)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(width, height)); err != nil {
+		t.Fatal(err)
+	}
 	signIn(t, ctx, url, dataDirToken(t, srv.dataDir))
 	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
 		t.Fatal(err)
@@ -46,7 +62,21 @@ approvals: {waitSeconds: 1, timeoutSeconds: 300}
 	marker := filepath.Join(ws, "approved")
 	e := wantError(t, s.exec(t, "touch "+marker), "approval_pending")
 	waitPage(t, ctx, `String((`+strip+`).includes('Waiting for approval: touch `+marker+`') && (`+strip+`).includes('Agent: waiting for approval of touch'))`, "true")
-	if err := chromedp.Do(ctx, chromedp.Click(`#strip-approvals li[data-id="`+str(e["approvalId"])+`"] button.approve`)); err != nil {
+	approve := `#strip-approvals li[data-id="` + str(e["approvalId"]) + `"] button.approve`
+	if width < 600 { // a thumb's size on a phone
+		h, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`document.querySelector('`+approve+`').getBoundingClientRect().height`))
+		if err != nil || h < 44 {
+			t.Errorf("the strip's Approve is %v px high (%v); want at least 44", h, err)
+		}
+	}
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(t.ArtifactDir(), "monitoring-page-approval.png"), shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(approve)); err != nil {
 		t.Fatal(err)
 	}
 	waitPage(t, ctx, `String(document.querySelectorAll('#strip-approvals li').length)`, "0")
@@ -62,4 +92,28 @@ approvals: {waitSeconds: 1, timeoutSeconds: 300}
 		t.Fatalf("gate: %v", g)
 	}
 	waitPage(t, ctx, `String(document.getElementById('gate').hidden)`, "true")
+
+	// Each command's line is marked by its source, and a failed one by its
+	// exit code, in the live terminal.
+	typeKeys(t, ctx, "false\r")
+	g = wantError(t, s.exec(t, "echo agent"), "user_activity_detected")
+	if n := g["userCommandCount"]; n != 1.0 {
+		t.Fatalf("gate after false: %v", g)
+	}
+	mustOK(t, s.exec(t, "echo agent-mark"))
+	hasMark := func(source, command string, exit int) string {
+		return fmt.Sprintf(`window.tandem.marks().some(m => m.source === %q && m.command === %q && m.exit === %d)`, source, command, exit)
+	}
+	waitPage(t, ctx, `String(`+hasMark("agent", "echo agent-mark", 0)+` && `+hasMark("human", "false", 1)+` && `+hasMark("human", "echo from-human", 0)+`)`, "true")
+	shot, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(t.ArtifactDir(), "monitoring-page-marks.png"), shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shows, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`[...document.querySelectorAll('.cmd-mark.human.failed')].length >= 1 && [...document.querySelectorAll('.cmd-mark.agent')].length >= 1`))
+	if err != nil || !shows {
+		t.Errorf("the marks are not drawn (%v)", err)
+	}
 }

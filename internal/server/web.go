@@ -70,6 +70,17 @@ func (t webTerminal) WatchHumanRequest(fn func()) (stop func()) { return t.Sessi
 func (t webTerminal) Status() web.SessionStatus {
 	st := web.SessionStatus{Agent: "idle", Gate: t.Session.GateCount()}
 	i := t.Session.Info()
+	for _, c := range t.Session.Recent(stripCommands) {
+		sc := web.StripCommand{ID: c.ID, Source: "agent", Command: c.Command, Running: c.Running}
+		if c.Source == "user" {
+			sc.Source = "human"
+		}
+		if !c.Running && c.ExitKnown {
+			code := c.ExitCode
+			sc.Exit = &code
+		}
+		st.Commands = append(st.Commands, sc)
+	}
 	if l := i.Last; l != nil && l.Running {
 		st.Agent, st.Command, st.Since = "running", l.Command, l.Started
 		if l.Source == "user" {
@@ -91,6 +102,9 @@ func (t webTerminal) Status() web.SessionStatus {
 	}
 	return st
 }
+
+// stripCommands is how many of the latest commands the page marks.
+const stripCommands = 20
 
 // WatchStatus signals fn when the session, its approvals, or any
 // session's commands change.

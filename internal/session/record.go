@@ -29,11 +29,16 @@ func (m *Manager) record(s *Session, so *shell.Options) error {
 	return nil
 }
 
-// markCommand marks in the recording where a command started (whose, and
-// its line) or ended (its exit code), for the replay's seek bar. Labels:
+// markCommand tells the monitoring pages that a command started or ended,
+// and marks in the recording where (whose, and its line) or its exit code,
+// for the replay's seek bar. Labels:
 // "agent: LINE", "human: LINE", "end agent: 0" ("?" when unknown).
 func (s *Session) markCommand(r shell.Record, ended bool) {
-	if s.rec == nil || (r.Source != "agent" && r.Source != "user") {
+	if r.Source != "agent" && r.Source != "user" {
+		return
+	}
+	s.changed() // the monitoring page marks the command's line too
+	if s.rec == nil {
 		return
 	}
 	who := "agent"

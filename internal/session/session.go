@@ -7,6 +7,7 @@
 package session
 
 import (
+	"slices"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -173,16 +174,33 @@ func (s *Session) Info() Info {
 		open := *r
 		i.HumanRequest = &open
 	}
-	for j := len(s.order) - 1; j >= 0; j-- {
+	if recent := s.recentLocked(1); len(recent) == 1 {
+		i.Last = &recent[0]
+	}
+	return i
+}
+
+// Recent lists the session's latest n commands, the agent's and the
+// human's, oldest first, as they stand.
+func (s *Session) Recent(n int) []CommandInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.recentLocked(n)
+}
+
+// recentLocked is Recent; s.mu is held.
+func (s *Session) recentLocked(n int) []CommandInfo {
+	var out []CommandInfo
+	for j := len(s.order) - 1; j >= 0 && len(out) < n; j-- {
 		k := s.commands[s.order[j]]
 		if k.rec.Source != "agent" && k.rec.Source != "user" {
 			continue // a listing tandem wrote, or background output
 		}
-		i.Last = &CommandInfo{ID: k.rec.ID, Source: k.rec.Source, Command: k.rec.Command, Running: !k.done,
-			ExitCode: k.rec.ExitCode, ExitKnown: k.rec.ExitKnown, Started: k.rec.Started}
-		break
+		out = append(out, CommandInfo{ID: k.rec.ID, Source: k.rec.Source, Command: k.rec.Command, Running: !k.done,
+			ExitCode: k.rec.ExitCode, ExitKnown: k.rec.ExitKnown, Started: k.rec.Started})
 	}
-	return i
+	slices.Reverse(out)
+	return out
 }
 
 // Caller is who owns the session.

@@ -65,6 +65,18 @@ type SessionStatus struct {
 	Denied    []StripAction `json:"denied,omitempty"`
 	// Viewers is how many browsers and tandem attach watch the session.
 	Viewers int `json:"viewers"`
+	// Commands are the session's latest commands, whoever ran them, oldest
+	// first: the page marks their lines in the terminal by their source.
+	Commands []StripCommand `json:"commands,omitempty"`
+}
+
+// StripCommand is one command as the page marks it.
+type StripCommand struct {
+	ID      string `json:"id"`
+	Source  string `json:"source"` // agent or human
+	Command string `json:"command"`
+	Running bool   `json:"running"`
+	Exit    *int   `json:"exit,omitempty"` // once it ended, when known
 }
 
 // StripAction is an action of the agent's that the strip names: one

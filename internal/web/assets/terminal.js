@@ -29,6 +29,7 @@
     fontSize: 14,
     theme: { background: '#0d1117', foreground: '#c9d1d9', cursor: '#c9d1d9' },
     disableStdin: !typing,
+    allowProposedApi: true, // decorations: the marks beside each command's line
   });
   // Program output must never become session input. xterm.js answers
   // terminal queries (cursor position, device attributes, colours, modes)
@@ -218,8 +219,100 @@
       li.append(node('span', 'strip-error', ' tandem could not be reached'));
     });
   }
+  // Each command's line is marked by its source, agent or human, and
+  // once it ended by its exit code: a decoration over the row, drawn by
+  // the page, so the terminal's bytes stay as they are. The line is found
+  // in the buffer by its text, after what arrived so far is drawn.
+  const marked = new Map(); // command id -> {source, command, exit, el}
+  function findLine(command) {
+    const first = str(command).split('\n')[0].trim().slice(0, 60);
+    if (first === '') {
+      return -1;
+    }
+    const taken = new Set();
+    for (const m of marked.values()) {
+      if (m.marker && !m.marker.isDisposed) {
+        taken.add(m.marker.line);
+      }
+    }
+    // A long line wraps on a narrow screen: the text may start on one row
+    // and go on over the next ones.
+    const buf = term.buffer.active;
+    const row = function (y) {
+      const line = buf.getLine(y);
+      return line ? line.translateToString(false) : '';
+    };
+    for (let y = buf.length - 1; y >= 0 && y >= buf.length - 500; y--) {
+      if (taken.has(y)) {
+        continue;
+      }
+      const head = row(y);
+      let text = head;
+      for (let k = 1; k <= 4 && text.length < head.length + first.length; k++) {
+        text += row(y + k);
+      }
+      const at = text.indexOf(first);
+      if (at >= 0 && at < head.length) {
+        return y;
+      }
+    }
+    return -1;
+  }
+  function paintMark(m) {
+    if (!m.el) {
+      return;
+    }
+    m.el.classList.add('cmd-mark', m.source);
+    m.el.classList.toggle('failed', m.exit !== null && m.exit !== 0);
+    m.el.dataset.source = m.source;
+    m.el.dataset.exit = m.exit === null ? '' : String(m.exit);
+    m.el.title = (m.source === 'agent' ? "The agent's command" : "A human's command") +
+      (m.exit === null ? '' : ', exit ' + m.exit);
+  }
+  function markCommand(last) {
+    if (!last || typeof last.id !== 'string' || last.id === '') {
+      return;
+    }
+    const exit = typeof last.exit === 'number' ? last.exit : null;
+    const known = marked.get(last.id);
+    if (known) {
+      known.exit = exit;
+      paintMark(known);
+      return;
+    }
+    const m = { source: last.source === 'human' ? 'human' : 'agent', command: str(last.command), exit: exit, el: null, marker: null };
+    marked.set(last.id, m);
+    place(m, 0);
+  }
+  // place decorates m's line once the terminal shows it: the line may
+  // arrive a moment after the status that names the command.
+  function place(m, tries) {
+    term.write('', function () {
+      const y = findLine(m.command);
+      if (y < 0) {
+        if (tries < 20) {
+          setTimeout(function () { place(m, tries + 1); }, 250);
+        }
+        return;
+      }
+      const buf = term.buffer.active;
+      const marker = term.registerMarker(y - (buf.baseY + buf.cursorY));
+      if (!marker) {
+        return;
+      }
+      m.marker = marker;
+      const deco = term.registerDecoration({ marker: marker, x: 0, width: term.cols, layer: 'bottom' });
+      if (deco) {
+        deco.onRender(function (el) { m.el = el; paintMark(m); });
+      }
+    });
+  }
+
   function showStatus(st) {
     status = st;
+    for (const c of Array.isArray(st.commands) ? st.commands : []) {
+      markCommand(c);
+    }
     stripEl.hidden = false;
     document.getElementById('agent-state').textContent = agentLine(st);
     const gateEl = document.getElementById('gate');
@@ -325,6 +418,11 @@
     status: function () { return state; },
     typing: typing,
     request: function () { return requestID; },
+    marks: function () {
+      return [...marked.values()].filter(function (m) { return m.el; }).map(function (m) {
+        return { source: m.source, command: m.command, exit: m.exit };
+      });
+    },
     text: function () {
       const buf = term.buffer.active;
       const lines = [];
