@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
+	"github.com/coder/websocket"
 
 	"github.com/tandem-sh/tandem/internal/testenv"
 )
@@ -54,7 +57,25 @@ approvals: {waitSeconds: 1, timeoutSeconds: 300}
 		t.Fatal(err)
 	}
 	strip := `document.getElementById('strip').hidden ? '' : document.getElementById('strip').innerText.replace(/\s+/g, ' ').trim()`
-	waitPage(t, ctx, `String((`+strip+`).startsWith('Agent: idle') && (`+strip+`).includes('1 watching') && (`+strip+`).includes('you may type'))`, "true")
+	waitPage(t, ctx, `String((`+strip+`).startsWith('Agent: idle') && (`+strip+`).includes('1 watching: operator') && (`+strip+`).includes('you may type'))`, "true")
+	// A second viewer, who may only watch, is named by kind.
+	wctx, cancel := context.WithCancel(context.Background())
+	watcher, _, err := websocket.Dial(wctx, "ws"+strings.TrimPrefix(url, "http")+"/ws",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Origin": {strings.SplitN(url, "/s/", 2)[0]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { // a viewer reads what it is sent
+		for {
+			if _, _, err := watcher.Read(wctx); err != nil {
+				return
+			}
+		}
+	}()
+	waitPage(t, ctx, `String((`+strip+`).includes('2 watching: browser (watching), operator'))`, "true")
+	watcher.CloseNow()
+	cancel()
+	waitPage(t, ctx, `String((`+strip+`).includes('1 watching: operator'))`, "true")
 
 	wantError(t, s.exec(t, "rm -rf "+ws+"/nothing"), "policy_denied")
 	waitPage(t, ctx, `String((`+strip+`).includes('Refused by the policy: rm -rf `+ws+`/nothing (rules[3] {command: "rm -rf *", decision: deny})'))`, "true")

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -63,8 +64,11 @@ type SessionStatus struct {
 	Gate      int           `json:"gate"`
 	Approvals []StripAction `json:"approvals,omitempty"`
 	Denied    []StripAction `json:"denied,omitempty"`
-	// Viewers is how many browsers and tandem attach watch the session.
-	Viewers int `json:"viewers"`
+	// Viewers is how many browsers and tandem attach watch the session;
+	// Watchers names them by kind (operator, admitted viewer, tandem
+	// attach, browser (watching)), never by address.
+	Viewers  int      `json:"viewers"`
+	Watchers []string `json:"watchers,omitempty"`
 	// Commands are the session's latest commands, whoever ran them, oldest
 	// first: the page marks their lines in the terminal by their source.
 	Commands []StripCommand `json:"commands,omitempty"`
@@ -164,34 +168,47 @@ type Server struct {
 	// so Serve returns only after every viewer is closed.
 	viewers sync.WaitGroup
 
-	// watching counts each session's terminal viewers, by monitoring
-	// key, for the status strip.
-	watchMu  sync.Mutex
-	watching map[string]int
+	// watching names each session's terminal viewers (operator, tandem
+	// attach, admitted viewer, browser (watching), …), by monitoring key,
+	// for the status strip.
+	watchMu   sync.Mutex
+	watching  map[string]map[int]string
+	nextWatch int
 }
 
-// watch counts one more viewer of key until the returned func is called.
-func (s *Server) watch(key string) (leave func()) {
+// watch names one more viewer of key until the returned func is called.
+func (s *Server) watch(key, who string) (leave func()) {
 	s.watchMu.Lock()
 	if s.watching == nil {
-		s.watching = map[string]int{}
+		s.watching = map[string]map[int]string{}
 	}
-	s.watching[key]++
+	if s.watching[key] == nil {
+		s.watching[key] = map[int]string{}
+	}
+	id := s.nextWatch
+	s.nextWatch++
+	s.watching[key][id] = who
 	s.watchMu.Unlock()
 	return func() {
 		s.watchMu.Lock()
 		defer s.watchMu.Unlock()
-		if s.watching[key]--; s.watching[key] <= 0 {
+		delete(s.watching[key], id)
+		if len(s.watching[key]) == 0 {
 			delete(s.watching, key)
 		}
 	}
 }
 
-// watchers is how many viewers watch key now.
-func (s *Server) watchers(key string) int {
+// watchers names who watches key now, sorted.
+func (s *Server) watchers(key string) []string {
 	s.watchMu.Lock()
 	defer s.watchMu.Unlock()
-	return s.watching[key]
+	out := make([]string, 0, len(s.watching[key]))
+	for _, who := range s.watching[key] {
+		out = append(out, who)
+	}
+	slices.Sort(out)
+	return out
 }
 
 //go:embed assets

@@ -118,13 +118,13 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		read <- err
 	}()
 
-	defer s.watch(r.PathValue("key"))()
+	defer s.watch(r.PathValue("key"), who)()
 	if desk, ok := t.(HumanDesk); ok {
 		go tellRequests(ctx, connCtx, c, desk)
 	}
 	if st, ok := t.(Statuser); ok {
 		key := r.PathValue("key")
-		go tellStatus(ctx, connCtx, c, st, func() int { return s.watchers(key) })
+		go tellStatus(ctx, connCtx, c, st, func() []string { return s.watchers(key) })
 	}
 	var writeErr error
 	err = t.Watch(ctx, func(p []byte) error {
@@ -233,7 +233,7 @@ type statusMessage struct {
 // tellStatus sends the page the session's status now, and again whenever
 // it changes (checked on every signal, and each statusEvery for the
 // viewer count), until ctx ends; writes are bounded by connCtx.
-func tellStatus(ctx, connCtx context.Context, c *websocket.Conn, st Statuser, viewers func() int) {
+func tellStatus(ctx, connCtx context.Context, c *websocket.Conn, st Statuser, viewers func() []string) {
 	kick := make(chan struct{}, 1)
 	stop := st.WatchStatus(func() {
 		select {
@@ -247,7 +247,8 @@ func tellStatus(ctx, connCtx context.Context, c *websocket.Conn, st Statuser, vi
 	var last []byte
 	for {
 		status := st.Status()
-		status.Viewers = viewers()
+		status.Watchers = viewers()
+		status.Viewers = len(status.Watchers)
 		b, _ := json.Marshal(statusMessage{Type: "s", SessionStatus: status})
 		if !bytes.Equal(b, last) {
 			wctx, cancel := context.WithTimeout(connCtx, writeTimeout)

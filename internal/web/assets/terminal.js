@@ -321,7 +321,9 @@
     gateEl.textContent = n === 1 ? '1 of your commands will be reported to the agent before it acts'
       : n + ' of your commands will be reported to the agent before it acts';
     const v = Number(st.viewers) || 0;
-    document.getElementById('viewers').textContent = v === 1 ? '1 watching' : v + ' watching';
+    const who = (Array.isArray(st.watchers) ? st.watchers : []).map(str).filter(Boolean);
+    document.getElementById('viewers').textContent = (v === 1 ? '1 watching' : v + ' watching') +
+      (who.length > 0 ? ': ' + who.join(', ') : '');
     const approvals = (Array.isArray(st.approvals) ? st.approvals : []).map(function (a) {
       const li = node('li', 'strip-approval');
       li.dataset.id = str(a.id);
