@@ -164,7 +164,7 @@ func (d dashAudit) Search(ctx context.Context, q web.AuditQuery) ([]web.AuditEnt
 	if q.Tool != "" || q.Outcome != "" {
 		n = 5000 // filtered here, after the store's own filter
 	}
-	recs, err := d.st.TailAudit(ctx, n, store.AuditFilter{SessionName: q.Session, Tenant: q.Tenant})
+	recs, err := d.st.TailAudit(ctx, n, store.AuditFilter{SessionName: q.Session, Tenant: q.Tenant, Before: q.Before})
 	if err != nil {
 		return nil, err
 	}

@@ -255,6 +255,9 @@ type AuditHead struct {
 type AuditFilter struct {
 	SessionName string
 	Tenant      string
+	// Before, if not 0, keeps records older than that seq: the next page
+	// of a listing, newest first.
+	Before int64
 }
 
 // AuditRecord is one entry of the hash-chained audit log. internal/audit

@@ -212,6 +212,14 @@ func (s *Server) serveAudit(w http.ResponseWriter, r *http.Request) {
 			q.Limit = min(n, maxAuditLimit)
 		}
 	}
+	if b := v.Get("before"); b != "" {
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, "bad_request", "before is the seq of the oldest record shown, a whole number from 1")
+			return
+		}
+		q.Before = n
+	}
 	records, err := s.operator.Audit.Search(r.Context(), q)
 	if err != nil {
 		s.log.Warn("web: search the audit log", "err", err)

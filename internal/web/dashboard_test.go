@@ -378,7 +378,10 @@ func TestDashboardAudit(t *testing.T) {
 			t.Errorf("limit=%s: %d %s, Limit %d; want %d", limit, status, raw, audit.lastQuery().Limit, want)
 		}
 	}
-	for _, q := range []string{"limit=x", "limit=-1", "tool=" + strings.Repeat("x", 201)} {
+	if status, raw, _ := (request{path: "/api/audit?before=42"}).do(t, base); status != http.StatusOK || audit.lastQuery().Before != 42 {
+		t.Errorf("before=42: %d %s, Before %d", status, raw, audit.lastQuery().Before)
+	}
+	for _, q := range []string{"limit=x", "limit=-1", "tool=" + strings.Repeat("x", 201), "before=0", "before=-3", "before=x"} {
 		if status, raw, _ := (request{path: "/api/audit?" + q}).do(t, base); status != http.StatusBadRequest {
 			t.Errorf("%s: %d %s; want 400", q, status, raw)
 		}

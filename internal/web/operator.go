@@ -92,6 +92,8 @@ type AuditQuery struct {
 	// Limit is at most how many records, newest first: the dashboard
 	// always passes 1 to 500 (100 when the operator gives none).
 	Limit int
+	// Before, if not 0, keeps records older than this seq: the next page.
+	Before int64
 }
 
 // AuditEntry is one audit record as the dashboard shows it.

@@ -132,8 +132,9 @@ func (db *DB) TailAudit(ctx context.Context, n int, f store.AuditFilter) ([]stor
 	var out []store.AuditRecord
 	err := db.run(ctx, "store tail audit", func(ctx context.Context) error {
 		rows, err := db.pool.Query(ctx, `SELECT `+auditCols+` FROM audit
-			WHERE ($1 = '' OR session_name = $1) AND ($2 = '' OR tenant = $2) ORDER BY seq DESC LIMIT $3`,
-			f.SessionName, f.Tenant, n)
+			WHERE ($1 = '' OR session_name = $1) AND ($2 = '' OR tenant = $2) AND ($4::bigint = 0 OR seq < $4)
+			ORDER BY seq DESC LIMIT $3`,
+			f.SessionName, f.Tenant, n, f.Before)
 		if err != nil {
 			return err
 		}

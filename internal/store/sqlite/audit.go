@@ -77,8 +77,9 @@ func (s *DB) TailAudit(ctx context.Context, n int, f store.AuditFilter) ([]store
 	if n <= 0 {
 		return nil, nil
 	}
-	q, args := `SELECT `+auditCols+` FROM audit WHERE (? = '' OR session_name = ?) AND (? = '' OR tenant = ?) ORDER BY seq DESC LIMIT ?`,
-		[]any{f.SessionName, f.SessionName, f.Tenant, f.Tenant, n}
+	q, args := `SELECT `+auditCols+` FROM audit WHERE (? = '' OR session_name = ?) AND (? = '' OR tenant = ?) AND (? = 0 OR seq < ?)
+		ORDER BY seq DESC LIMIT ?`,
+		[]any{f.SessionName, f.SessionName, f.Tenant, f.Tenant, f.Before, f.Before, n}
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store tail audit: %w", err)

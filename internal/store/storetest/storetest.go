@@ -671,23 +671,28 @@ func (s *suite) auditTail(t *testing.T) {
 		n               int
 		session, tenant string
 		want            []int64
+		before          int64
 	}{
-		{2, "", "", []int64{5, 6}},
-		{10, "", "", []int64{1, 2, 3, 4, 5, 6}},
-		{10, "dev", "", []int64{1, 3, 5}},
-		{2, "dev", "", []int64{3, 5}},
-		{10, "nope", "", nil},
-		{0, "", "", nil},
-		{-1, "", "", nil},
-		{10, "", "b", []int64{2, 4, 6}},
-		{10, "ops", "b", []int64{2, 6}},
-		{1, "ops", "b", []int64{6}},
-		{10, "dev", "b", nil},
+		{2, "", "", []int64{3, 4}, 5},
+		{10, "dev", "", []int64{1, 3}, 5},
+		{10, "", "b", []int64{2}, 4},
+		{10, "", "", nil, 1},
+		{2, "", "", []int64{5, 6}, 0},
+		{10, "", "", []int64{1, 2, 3, 4, 5, 6}, 0},
+		{10, "dev", "", []int64{1, 3, 5}, 0},
+		{2, "dev", "", []int64{3, 5}, 0},
+		{10, "nope", "", nil, 0},
+		{0, "", "", nil, 0},
+		{-1, "", "", nil, 0},
+		{10, "", "b", []int64{2, 4, 6}, 0},
+		{10, "ops", "b", []int64{2, 6}, 0},
+		{1, "ops", "b", []int64{6}, 0},
+		{10, "dev", "b", nil, 0},
 	} {
-		got, err := st.TailAudit(ctx, tc.n, store.AuditFilter{SessionName: tc.session, Tenant: tc.tenant})
+		got, err := st.TailAudit(ctx, tc.n, store.AuditFilter{SessionName: tc.session, Tenant: tc.tenant, Before: tc.before})
 		mustNil(t, err)
 		if !slices.Equal(seqs(got), tc.want) {
-			t.Errorf("TailAudit(%d, %q, %q) = %v; want %v", tc.n, tc.session, tc.tenant, seqs(got), tc.want)
+			t.Errorf("TailAudit(%d, %q, %q, before %d) = %v; want %v", tc.n, tc.session, tc.tenant, tc.before, seqs(got), tc.want)
 		}
 	}
 }

@@ -558,8 +558,16 @@
   let auditLast = 0;
   let auditTimer = null;
 
-  function loadAudit() {
-    if (!auditForm || auditLoading) {
+  // The audit table is read a page at a time, newest first; Older records
+  // adds the page before the oldest shown. While older pages are shown the
+  // table is not reloaded on every change; a search starts again.
+  const auditPage = 100;
+  const olderEl = document.getElementById('audit-older');
+  let auditShown = [];
+  let auditPaged = false;
+
+  function loadAudit(older) {
+    if (!auditForm || auditLoading || (auditPaged && !older)) {
       return;
     }
     auditLoading = true;
@@ -571,7 +579,10 @@
         params.set(name, v);
       }
     }
-    params.set('limit', '100');
+    params.set('limit', String(auditPage));
+    if (older && auditShown.length > 0) {
+      params.set('before', String(auditShown[auditShown.length - 1].seq));
+    }
     fetch('/api/audit?' + params.toString(), { credentials: 'same-origin', cache: 'no-store' }).then(function (res) {
       if (res.status === 401) {
         signOut();
@@ -582,12 +593,23 @@
         auditStatusEl.textContent = text(r.data.message) || 'The audit log could not be searched.';
         return;
       }
-      renderAudit(r.data.records || []);
+      const page = r.data.records || [];
+      if (older) {
+        auditPaged = true;
+        auditShown = auditShown.concat(page);
+      } else {
+        auditShown = page;
+      }
+      olderEl.hidden = page.length < auditPage;
+      renderAudit(auditShown);
     }, function () {
       auditStatusEl.textContent = 'tandem could not be reached.';
     }).finally(function () {
       auditLoading = false;
     });
+  }
+  if (olderEl) {
+    olderEl.addEventListener('click', function () { loadAudit(true); });
   }
 
   function renderAudit(records) {
@@ -619,6 +641,7 @@
   if (auditForm) {
     auditForm.addEventListener('submit', function (ev) {
       ev.preventDefault();
+      auditPaged = false; // a search starts from the newest again
       loadAudit();
     });
     loadAudit();
