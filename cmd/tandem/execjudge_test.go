@@ -94,6 +94,10 @@ func TestExecJudgingDenies(t *testing.T) {
 		})
 	}
 
+	// The monitoring page's strip lists the blocked program with its rule.
+	url := str(mustOK(t, s.call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": "x", "sessionToken": tok}))["monitoringUrl"])
+	stripShows(t, url, dataDirToken(t, s.dataDir), `"command":"rm victim","rule":"rules[`)
+
 	// What is allowed still runs, and is listed in the audit like the rest.
 	if got := str(result(t, mustOK(t, se.exec(t, "/bin/cat victim")))["stdout"]); got != "precious\n" {
 		t.Fatalf("cat victim printed %q", got)

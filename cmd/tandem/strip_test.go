@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
@@ -136,5 +137,31 @@ approvals: {waitSeconds: 1, timeoutSeconds: 300}
 	shows, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`[...document.querySelectorAll('.cmd-mark.human.failed')].length >= 1 && [...document.querySelectorAll('.cmd-mark.agent')].length >= 1`))
 	if err != nil || !shows {
 		t.Errorf("the marks are not drawn (%v)", err)
+	}
+}
+
+// stripShows waits until the monitoring page's status strip, as its
+// WebSocket sends it to the operator's browser, holds want.
+func stripShows(t *testing.T, monitorURL, token, want string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(monitorURL, "http")+"/ws", &websocket.DialOptions{HTTPHeader: operatorHeader(monitorURL, token)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(16 << 20)
+	var last string
+	for {
+		typ, p, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("the strip never showed %q: %v; the last status: %s", want, err, last)
+		}
+		if typ == websocket.MessageText && strings.HasPrefix(string(p), `{"t":"s"`) {
+			if last = string(p); strings.Contains(last, want) {
+				return
+			}
+		}
 	}
 }

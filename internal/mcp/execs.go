@@ -180,6 +180,8 @@ func (s *Server) judgeExec(ctx context.Context, ej ExecJudge, d *denials, sess *
 	case policy.Allow:
 		return shell.ExecRuling{Allow: true, Decision: execAllow, Rule: v.Rule}
 	case policy.Deny:
+		// The monitoring page's strip lists a blocked program with its rule.
+		sess.NoteDenied(session.Denial{Tool: execTool, Command: shellQuote(x.Argv, x.Truncated), Rule: v.Rule, At: time.Now()})
 		return shell.ExecRuling{Decision: execDeny, Rule: v.Rule}
 	}
 	if d.has(x) {

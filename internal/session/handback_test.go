@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -82,5 +83,26 @@ func TestHandBack(t *testing.T) {
 	}
 	if err := s.HandBack(r.ID, string(make([]byte, 5000)), "bob"); err == nil {
 		t.Error("an oversized note was taken")
+	}
+}
+
+// TestDenialsKept: a session keeps its latest five refused actions for
+// the monitoring page, oldest first, and tells its watchers of each.
+func TestDenialsKept(t *testing.T) {
+	m := session.NewManager(nil)
+	t.Cleanup(m.Shutdown)
+	s, _ := create(t, m, alice, "d")
+	told := make(chan struct{}, 16)
+	stop := s.Changes(func() { told <- struct{}{} })
+	defer stop()
+	for i := range 7 {
+		s.NoteDenied(session.Denial{Tool: "ssh_exec", Command: fmt.Sprintf("rm %d", i), Rule: "rules[1]"})
+	}
+	got := s.Denied()
+	if len(got) != 5 || got[0].Command != "rm 2" || got[4].Command != "rm 6" {
+		t.Fatalf("denials kept: %+v", got)
+	}
+	if len(told) != 7 {
+		t.Errorf("watchers told %d times, want 7", len(told))
 	}
 }
