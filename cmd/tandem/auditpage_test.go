@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/http"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -29,4 +30,27 @@ func TestDashboardAuditPages(t *testing.T) {
 	// records before them; then nothing is older.
 	waitPage(t, ctx, `String(document.querySelectorAll('#audit tbody tr').length > 100 && document.getElementById('audit-older').hidden)`, "true")
 	waitPage(t, ctx, `String([...document.querySelectorAll('#audit tbody tr')].filter(tr => tr.cells[4].textContent === 'ssh_list_sessions').length)`, "120")
+}
+
+// TestDashboardNamesStdioClients: the dashboard names a stdio client's
+// sessions and audit records by the client it declared, not by the
+// random connection id.
+func TestDashboardNamesStdioClients(t *testing.T) {
+	srv := startServer(t, serverOpts{})
+	mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": "named"}))
+	op := newOperatorClient(t, srv)
+	st := op.do(t, http.MethodGet, "/api/state", "")
+	rows, _ := st["sessions"].([]any)
+	if len(rows) != 1 || rows[0].(map[string]any)["actor"] != "stdio client (e2e 1)" {
+		t.Fatalf("the dashboard's sessions: %v", st["sessions"])
+	}
+	recs, _ := op.do(t, http.MethodGet, "/api/audit?session=named", "")["records"].([]any)
+	if len(recs) == 0 {
+		t.Fatal("no audit record of the session")
+	}
+	for _, r := range recs {
+		if a := r.(map[string]any)["actor"]; a != "stdio client (e2e 1)" {
+			t.Errorf("an audit record's actor is %v", a)
+		}
+	}
 }

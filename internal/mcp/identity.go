@@ -212,3 +212,32 @@ func refusalDescription(err error) string {
 		return "the token is malformed or lacks a required claim"
 	}
 }
+
+// StdioClient names the live stdio connection id (an actor "conn-…") by
+// the client it declared: "stdio client (claude-code 2.1.0)", or "stdio
+// client" once it is gone or said nothing. The operator's dashboard shows
+// it instead of the random id.
+func (s *Server) StdioClient(id string) string {
+	const name = "stdio client"
+	s.mu.Lock()
+	var ss *mcp.ServerSession
+	for k, v := range s.callers {
+		if v == id {
+			ss = k
+			break
+		}
+	}
+	s.mu.Unlock()
+	if ss == nil {
+		return name
+	}
+	p := ss.InitializeParams()
+	if p == nil || p.ClientInfo == nil || p.ClientInfo.Name == "" {
+		return name
+	}
+	client := clip(p.ClientInfo.Name, 64)
+	if v := p.ClientInfo.Version; v != "" {
+		client += " " + clip(v, 32)
+	}
+	return name + " (" + client + ")"
+}

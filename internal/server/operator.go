@@ -135,13 +135,20 @@ func LiveServing(dir string) ([]LiveInfo, error) {
 	return out, nil
 }
 
-// dashSessions shows the session manager to the dashboard.
-type dashSessions struct{ m *session.Manager }
+// dashSessions shows the session manager to the dashboard; a stdio
+// session's actor is named by its client (see mcp.Server.StdioClient).
+type dashSessions struct {
+	m     *session.Manager
+	names func(id string) string
+}
 
 func (d dashSessions) Sessions(context.Context) ([]web.SessionRow, error) {
 	all := d.m.Overview()
 	rows := make([]web.SessionRow, 0, len(all))
 	for _, o := range all {
+		if o.Actor == "" && d.names != nil {
+			o.Actor = d.names(o.Owner)
+		}
 		rows = append(rows, web.SessionRow{ID: o.ID, Name: o.Name, Tenant: o.Tenant, Actor: o.Actor, Target: o.Target,
 			Kind: o.Kind, Status: o.Status, LastCommand: o.LastCommand, CreatedAt: o.CreatedAt,
 			LastActivity: o.LastActivity, EndedAt: o.EndedAt, Ended: o.Ended, HumanRequest: o.HumanRequest})
@@ -155,8 +162,12 @@ func (d dashSessions) MonitorKey(_ context.Context, id string) (string, bool) {
 
 func (d dashSessions) Changes(fn func()) func() { return d.m.Changes(fn) }
 
-// dashAudit searches the audit log for the dashboard.
-type dashAudit struct{ st store.Store }
+// dashAudit searches the audit log for the dashboard; a stdio
+// connection's actor ("conn-…") is named by its client.
+type dashAudit struct {
+	st    store.Store
+	names func(id string) string
+}
 
 func (d dashAudit) Search(ctx context.Context, q web.AuditQuery) ([]web.AuditEntry, error) {
 	limit := min(max(q.Limit, 1), 500)
@@ -174,7 +185,11 @@ func (d dashAudit) Search(ctx context.Context, q web.AuditQuery) ([]web.AuditEnt
 		if (q.Tool != "" && r.Tool != q.Tool) || (q.Outcome != "" && r.Outcome != q.Outcome) {
 			continue
 		}
-		out = append(out, web.AuditEntry{Seq: r.Seq, Time: r.Time, Tenant: r.Tenant, Actor: r.Actor, SessionName: r.SessionName,
+		actor := r.Actor
+		if strings.HasPrefix(actor, "conn-") && d.names != nil {
+			actor = d.names(actor)
+		}
+		out = append(out, web.AuditEntry{Seq: r.Seq, Time: r.Time, Tenant: r.Tenant, Actor: actor, SessionName: r.SessionName,
 			Tool: r.Tool, Event: r.Event, Outcome: r.Outcome, Reason: r.Reason, ApprovalID: r.ApprovalID, Command: argsSummary(r.Args)})
 	}
 	return out, nil

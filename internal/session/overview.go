@@ -15,6 +15,9 @@ type Overview struct {
 	// HumanRequest is the agent's open request for the human, its
 	// message, or "".
 	HumanRequest string
+	// Owner is the owning caller's id: a stdio connection's "conn-…",
+	// which the dashboard names by its client when Actor is empty.
+	Owner string
 }
 
 // Overview lists every caller's live sessions and this process's ended
@@ -36,7 +39,7 @@ func (m *Manager) Overview() []Overview {
 		s.mu.Lock()
 		o := Overview{ID: s.ID, Name: s.Name, Tenant: s.caller.Tenant, Actor: s.caller.Actor, Target: i.Target,
 			Kind: i.Kind, Status: i.Status, LastCommand: s.lastCommand, CreatedAt: s.CreatedAt,
-			LastActivity: s.lastActivity, EndedAt: s.endedAt, Ended: s.endReason != ""}
+			LastActivity: s.lastActivity, EndedAt: s.endedAt, Ended: s.endReason != "", Owner: s.caller.ID}
 		if r := s.request; r != nil && !r.HandedBack && s.endReason == "" {
 			o.HumanRequest = r.Message
 		}
