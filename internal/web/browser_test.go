@@ -138,8 +138,19 @@ func (r reasonTerm) EndReason() string {
 // TestBrowserSessionEndedReason: an ended session's page says why it
 // ended, and links to its replay (the same URL, now a recording).
 func TestBrowserSessionEndedReason(t *testing.T) {
-	term := reasonTerm{newFakeTerm("ending"), "idle_timeout"}
-	ctx := openTerminal(t, startServer(t, reasonSessions{testKey: term}))
+	for _, vp := range viewports {
+		t.Run(vp.name, func(t *testing.T) {
+			term := reasonTerm{newFakeTerm("ending"), "idle_timeout"}
+			ctx := openTerminal(t, startServer(t, reasonSessions{testKey: term}))
+			if err := chromedp.Do(ctx, chromedp.EmulateViewport(vp.w, vp.h)); err != nil {
+				t.Fatal(err)
+			}
+			sessionEndedReason(t, ctx, term)
+		})
+	}
+}
+
+func sessionEndedReason(t *testing.T, ctx context.Context, term reasonTerm) {
 	term.end()
 	poll(t, ctx, `document.getElementById("status").textContent === "session ended: idle_timeout"`)
 	waitText(t, ctx, "[session ended: idle_timeout]")

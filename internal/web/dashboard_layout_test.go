@@ -25,10 +25,7 @@ import (
 // test's artifact directory (go test -artifacts).
 func TestDashboardLayouts(t *testing.T) {
 	const long = "rsync -av --delete ./build/ deploy@prod-1.example.com:/srv/app/releases/2026-11-26T23-59-59Z/ && systemctl restart app.service"
-	for _, vp := range []struct {
-		name string
-		w, h int64
-	}{{"desktop", 1280, 800}, {"phone", 420, 800}} {
+	for _, vp := range viewports {
 		t.Run(vp.name, func(t *testing.T) {
 			b := newBroker()
 			base := startDashboard(t, testOperator(b, newDirectory(liveRow, endedRow)), sessions{})

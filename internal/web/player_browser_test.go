@@ -30,12 +30,28 @@ const markedCast = `{"version":2,"width":80,"height":24}
 // to that moment only; #t=SECONDS in the address starts there; Link here
 // puts the moment in the address.
 func TestBrowserReplayPlayer(t *testing.T) {
+	for _, vp := range viewports {
+		t.Run(vp.name, func(t *testing.T) { replayPlayer(t, vp.w, vp.h) })
+	}
+}
+
+// viewports are the screens the pages are tested at: a laptop's and a
+// phone's.
+var viewports = []struct {
+	name string
+	w, h int64
+}{{"desktop", 1280, 800}, {"phone", 420, 800}}
+
+func replayPlayer(t *testing.T, width, height int64) {
 	path := filepath.Join(t.TempDir(), "marked.cast")
 	if err := os.WriteFile(path, []byte(markedCast), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	base := startReplayServer(t, sessions{}, recordings{testKey: {"marked", path}})
 	ctx := openReplay(t, base)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(width, height)); err != nil {
+		t.Fatal(err)
+	}
 	marks, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
 		`[...document.querySelectorAll("#marks .mark")].map(m => m.dataset.source + "|" + m.getAttribute("aria-label"))`))
 	if err != nil || strings.Join(marks, ",") != "agent|agent: echo one,human|human: echo two" {
