@@ -137,7 +137,7 @@ func testOperator(b *approval.Broker, d *fakeDirectory) *web.Operator {
 
 // startDashboard serves the operator dashboard (and the monitoring pages of
 // s) on a fresh loopback port until the test ends; it returns the base URL.
-func startDashboard(t *testing.T, op *web.Operator, s sessions) string {
+func startDashboard(t *testing.T, op *web.Operator, s web.Sessions) string {
 	t.Helper()
 	base, stop := startDashboardStoppable(t, op, s)
 	t.Cleanup(func() {
@@ -148,7 +148,7 @@ func startDashboard(t *testing.T, op *web.Operator, s sessions) string {
 	return base
 }
 
-func startDashboardStoppable(t *testing.T, op *web.Operator, s sessions) (string, func() error) {
+func startDashboardStoppable(t *testing.T, op *web.Operator, s web.Sessions) (string, func() error) {
 	t.Helper()
 	log := testLogger(t)
 	ctx, cancel := context.WithCancel(context.Background())

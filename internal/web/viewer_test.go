@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -214,5 +215,66 @@ func TestBrowserWatchOnly(t *testing.T) {
 	term.waitInput(t, "echo op\recho guest\r")
 	if input, _ := term.snapshot(); input != "echo op\recho guest\r" {
 		t.Errorf("input %q", input)
+	}
+}
+
+// deskTerm is a fake terminal whose agent asked for the human: it
+// records the hand-backs it is given.
+type deskTerm struct {
+	*fakeTerm
+	mu   sync.Mutex
+	back []string // "id|note|viewer"
+}
+
+func (d *deskTerm) HumanRequest() (string, string, bool) { return "hr_1", "enter the password", true }
+
+func (d *deskTerm) HandBack(ctx context.Context, id, note string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.back = append(d.back, id+"|"+note+"|"+web.ViewerFrom(ctx))
+	return nil
+}
+
+func (d *deskTerm) WatchHumanRequest(func()) func() { return func() {} }
+
+func (d *deskTerm) handedBack() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.back...)
+}
+
+type deskSessions map[string]*deskTerm
+
+func (s deskSessions) Terminal(key string) (web.Terminal, bool) {
+	t, ok := s[key]
+	return t, ok
+}
+
+// TestHandBackNeedsTyping: only a viewer who may type hands the session
+// back to the agent; a watcher's hand-back (the agent holds the watch
+// link too, and could free itself) is dropped like its keys.
+func TestHandBackNeedsTyping(t *testing.T) {
+	term := &deskTerm{fakeTerm: newFakeTerm("held")}
+	base := startDashboard(t, testOperator(newBroker(), newDirectory()), deskSessions{testKey: term})
+	ctx := testContext(t)
+	watcher, said := dialAs(t, ctx, base, testKey, nil)
+	if said != web.InputWatching {
+		t.Fatalf("the watcher was told %q", said)
+	}
+	write(t, ctx, watcher, `{"t":"b","id":"hr_1","n":"free me"}`)
+	if err := watcher.Ping(ctx); err != nil { // its messages are read in order
+		t.Fatal(err)
+	}
+	if got := term.handedBack(); len(got) != 0 {
+		t.Fatalf("a watcher handed back: %q", got)
+	}
+	op, _ := dialAs(t, ctx, base, testKey, http.Header{"Cookie": {"tandem_operator=" + operatorToken}})
+	write(t, ctx, op, `{"t":"b","id":"hr_1","n":"done"}`)
+	write(t, ctx, op, `{"t":"b","id":"","n":"no id"}`)
+	if err := op.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := term.handedBack(); len(got) != 1 || !strings.HasPrefix(got[0], "hr_1|done|operator ") {
+		t.Fatalf("the operator's hand-back: %q", got)
 	}
 }

@@ -44,33 +44,52 @@ type requestMessage struct {
 }
 
 // tellRequests sends the page the state of the agent's request for the
-// human now and whenever it changes, until ctx ends; writes are bounded
-// by connCtx (see serveWS).
+// human now and whenever it changes (see push).
 func tellRequests(ctx, connCtx context.Context, c *websocket.Conn, desk HumanDesk) {
+	push(ctx, connCtx, c, desk.WatchHumanRequest, 0, func() any {
+		m := requestMessage{Type: "h"}
+		if id, msg, ok := desk.HumanRequest(); ok {
+			m.ID, m.Message = id, msg
+		}
+		return m
+	})
+}
+
+// push sends the page message() as a text message now, and again after
+// every signal of watch (and every every, if not 0) when it changed, until
+// ctx ends; writes are bounded by connCtx (see serveWS).
+func push(ctx, connCtx context.Context, c *websocket.Conn, watch func(func()) (stop func()), every time.Duration, message func() any) {
 	kick := make(chan struct{}, 1)
-	stop := desk.WatchHumanRequest(func() {
+	stop := watch(func() {
 		select {
 		case kick <- struct{}{}:
 		default:
 		}
 	})
 	defer stop()
+	var tick <-chan time.Time
+	if every > 0 {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		tick = t.C
+	}
+	var last []byte
 	for {
-		m := requestMessage{Type: "h"}
-		if id, msg, ok := desk.HumanRequest(); ok {
-			m.ID, m.Message = id, msg
-		}
-		b, _ := json.Marshal(m)
-		wctx, cancel := context.WithTimeout(connCtx, writeTimeout)
-		err := c.Write(wctx, websocket.MessageText, b)
-		cancel()
-		if err != nil {
-			return
+		b, _ := json.Marshal(message())
+		if !bytes.Equal(b, last) {
+			wctx, cancel := context.WithTimeout(connCtx, writeTimeout)
+			err := c.Write(wctx, websocket.MessageText, b)
+			cancel()
+			if err != nil {
+				return
+			}
+			last = b
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-kick:
+		case <-tick:
 		}
 	}
 }
@@ -232,40 +251,14 @@ type statusMessage struct {
 
 // tellStatus sends the page the session's status now, and again whenever
 // it changes (checked on every signal, and each statusEvery for the
-// viewer count), until ctx ends; writes are bounded by connCtx.
+// viewer count; see push).
 func tellStatus(ctx, connCtx context.Context, c *websocket.Conn, st Statuser, viewers func() []string) {
-	kick := make(chan struct{}, 1)
-	stop := st.WatchStatus(func() {
-		select {
-		case kick <- struct{}{}:
-		default:
-		}
-	})
-	defer stop()
-	tick := time.NewTicker(statusEvery)
-	defer tick.Stop()
-	var last []byte
-	for {
+	push(ctx, connCtx, c, st.WatchStatus, statusEvery, func() any {
 		status := st.Status()
 		status.Watchers = viewers()
 		status.Viewers = len(status.Watchers)
-		b, _ := json.Marshal(statusMessage{Type: "s", SessionStatus: status})
-		if !bytes.Equal(b, last) {
-			wctx, cancel := context.WithTimeout(connCtx, writeTimeout)
-			err := c.Write(wctx, websocket.MessageText, b)
-			cancel()
-			if err != nil {
-				return
-			}
-			last = b
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-kick:
-		case <-tick.C:
-		}
-	}
+		return statusMessage{Type: "s", SessionStatus: status}
+	})
 }
 
 // statusEvery is how often the strip's state is checked without a signal.
