@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -298,16 +300,41 @@ func TestBrowserPaste(t *testing.T) {
 				}
 			}
 
-			// While the agent's command runs: typed-ahead lines.
+			// While the agent's command runs: typed-ahead lines. The command
+			// runs until the paste has reached the terminal: under load, a
+			// fixed sleep could end first, and a paste at the prompt is one
+			// bracketed paste.
+			cwd := strings.TrimSpace(str(result(t, exec("pwd"))["stdout"]))
 			from := 0
 			for run, n := range []int{300, 2000} {
-				agent := fmt.Sprintf("sleep 1; echo agent-done-%d", run)
+				// The SSH user's home outlives the test: a name of its own.
+				flag := filepath.Join(cwd, fmt.Sprintf("paste-go-%d-%d", run, time.Now().UnixNano()))
+				t.Cleanup(func() { _ = os.Remove(flag) })
+				agent := fmt.Sprintf("until [ -e %s ]; do sleep 0.05; done; echo agent-done-%d", flag, run)
 				var wg sync.WaitGroup
 				wg.Add(1)
 				go func() { defer wg.Done(); mustOK(t, exec(agent)) }()
 				// The prompt holds the workspace's path: the line may wrap.
 				waitScreen(t, ctx, func(s string) bool { return strings.Contains(strings.ReplaceAll(s, "\n", ""), agent) })
+				// Running, not staged: bash turned bracketed paste off.
+				for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+					on, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.tandem.term.modes.bracketedPasteMode`))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !on {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatal("the agent's command never started")
+					}
+				}
 				paste(strings.ReplaceAll(pasteText(from, from+n), "\r", "\n"))
+				first, _ := pasted(from)
+				waitScreen(t, ctx, func(s string) bool { return strings.Contains(s, first) })
+				if err := os.WriteFile(flag, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
 				wg.Wait()
 				checkPaste(t, fmt.Sprintf("a page paste of %d lines while the agent's command ran", n), humanReport(t, exec, read, n, 32<<10), from, n)
 				from += n

@@ -32,6 +32,13 @@ type Launch struct {
 	// then do so or fail Dial; one that cannot (ssh, local unsandboxed)
 	// ignores it, and commands are judged by their line alone.
 	JudgeExec LaunchJudge
+	// ProxyPort, if set, is the session's port on tandem's egress proxy
+	// (127.0.0.1). A sandboxed local shell then may connect to that TCP
+	// port only, and its HTTP_PROXY, HTTPS_PROXY and ALL_PROXY (both
+	// cases) point there; a backend that cannot confine it so (ssh,
+	// local unsandboxed or with network on) must fail Dial rather than
+	// run with more network than configured.
+	ProxyPort uint16
 }
 
 // Dialer starts a shell on one target. Each backend's configuration

@@ -324,6 +324,7 @@ func (s *Shell) stage(ctx context.Context, a *agentRun, limit time.Duration) err
 	s.writeMu.Lock()
 	s.mu.Lock()
 	a.phase = phaseStaging
+	s.stageKeyWritten()
 	s.mu.Unlock()
 	_, err := s.conn.Write([]byte(keyStage))
 	s.writeMu.Unlock()

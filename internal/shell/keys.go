@@ -21,6 +21,7 @@ var (
 type credit struct {
 	viewer string
 	at     time.Time
+	seq    uint64 // the order it reached the terminal in (Shell.creditSeq)
 }
 
 // keyScan is what one piece of viewer input holds, as the shell reads it.

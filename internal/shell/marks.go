@@ -206,6 +206,7 @@ func (s *Shell) private(e *term.Event) {
 		s.pid, _ = strconv.Atoi(e.Fields["pid"])
 		go s.openRelay(s.rundir)
 	case "want":
+		s.dropReadCredits()
 		s.want()
 	case "staged", "busy", "stagefail":
 		if e.Text == "staged" {

@@ -2,8 +2,10 @@ package shell_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -202,6 +204,77 @@ func TestHumanInterruptsTheAgent(t *testing.T) {
 				}
 			}
 			h.idle(t)
+		})
+	}
+}
+
+// TestTypedAheadOutlivesAStalledShell: lines typed ahead while the shell
+// cannot read them (stopped here; starved of CPU in CI) still run first
+// and each comes back as the human's command, even once their Enters look
+// stale to the agent's call. They used to be dropped: the agent's line
+// went in behind them, their commands ran unreported, and a long paste
+// made the agent's call fail as shell_unresponsive.
+func TestTypedAheadOutlivesAStalledShell(t *testing.T) {
+	for name, dial := range dialers(t) {
+		if name == "pty" {
+			continue // the test PTY cannot look at the shell's process
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := start(t, dial(t))
+			h.exec(t, "true")
+			for deadline := time.Now().Add(10 * time.Second); !h.sh.AtIdlePrompt(); time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("no idle prompt after the agent's command")
+				}
+			}
+			pid := h.sh.PID()
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+			sendPaste(t, h.sh, "echo h1\recho h2\recho h3\r")
+			type result struct {
+				rec shell.Record
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				rec, err := h.sh.Exec(context.Background(), "echo agent", shell.ExecOptions{Timeout: 20 * time.Second})
+				done <- result{rec, err}
+			}()
+			// The call goes ahead once the Enters look stale (a second).
+			for deadline := time.Now().Add(10 * time.Second); !h.sh.Staging(); time.Sleep(5 * time.Millisecond) {
+				select {
+				case r := <-done:
+					t.Fatalf("the agent's call ended before its line was staged: %+v, %v", r.rec, r.err)
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the agent's line was never staged")
+				}
+			}
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			r := <-done
+			var busy *shell.BusyError
+			if !errors.As(r.err, &busy) || busy.Kind != shell.BusyHuman {
+				t.Errorf("the agent's call, behind three typed-ahead lines: %+v, %v; want busy with the human's command", r.rec, r.err)
+			}
+			got := h.users(t, 3)
+			for i, rec := range got {
+				want := fmt.Sprintf("echo h%d", i+1)
+				if rec.Command != want || rec.Viewer != "paster" || rec.Unattributed || rec.Stdout.String() != fmt.Sprintf("h%d\n", i+1) {
+					t.Errorf("human command %d: %q by %q (unattributed %v) printed %q; want %q by paster", i, rec.Command, rec.Viewer, rec.Unattributed, rec.Stdout.String(), want)
+				}
+			}
+			if rec := h.exec(t, "echo agent"); rec.Stdout.String() != "agent\n" {
+				t.Errorf("the agent's next call printed %q", rec.Stdout.String())
+			}
+			if n := len(h.users(t, 3)); n != 3 {
+				t.Errorf("%d human commands; want 3", n)
+			}
 		})
 	}
 }

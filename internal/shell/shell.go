@@ -59,6 +59,10 @@ type Options struct {
 	// sandboxed local shell); its rulings are filed in the running
 	// command's Record. Nil: programs are not judged.
 	JudgeExec ExecJudge
+	// ProxyPort, if set, is the session's port on tandem's egress proxy:
+	// a sandboxed local shell may connect there and nowhere else (see
+	// Launch.ProxyPort).
+	ProxyPort uint16
 }
 
 // Record is one finished command, the agent's or the human's.
@@ -157,10 +161,16 @@ type Shell struct {
 	// used yet, oldest first: each may start one human command. While
 	// any is left the prompt is not idle (a typed-ahead line is coming).
 	credits []credit
-	keys    keyScanner
-	lastUse time.Time // when the shell last showed it read a line (a prompt, C, PS2)
-	inputAt time.Time
-	eofAt   time.Time // when a viewer last pressed Ctrl-D at the prompt
+	// creditSeq numbers the next credit filed. stageKeys holds, for each
+	// stage key written and not yet read by the shell, the creditSeq at
+	// its writing, oldest first: once the shell reads a stage key, every
+	// Enter typed before it was read too, by a line or by a program.
+	creditSeq uint64
+	stageKeys []uint64
+	keys      keyScanner
+	lastUse   time.Time // when the shell last showed it read a line (a prompt, C, PS2)
+	inputAt   time.Time
+	eofAt     time.Time // when a viewer last pressed Ctrl-D at the prompt
 	// humanExit: the shell exited while a human command ran, or after a
 	// viewer's Ctrl-D at the prompt.
 	humanExit  bool
@@ -210,7 +220,7 @@ func Start(ctx context.Context, d Dialer, opts *Options) (*Shell, error) {
 		return nil, fmt.Errorf("shell start: %w: nonce: %w", ErrStart, err)
 	}
 	s.nonce = hex.EncodeToString(nb[:])
-	l := Launch{Command: LaunchCommand(), Cols: s.opts.Cols, Rows: s.opts.Rows}
+	l := Launch{Command: LaunchCommand(), Cols: s.opts.Cols, Rows: s.opts.Rows, ProxyPort: s.opts.ProxyPort}
 	if s.opts.JudgeExec != nil {
 		l.JudgeExec = s.judgeExec
 	}

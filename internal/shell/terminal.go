@@ -287,15 +287,60 @@ type heldInput struct {
 
 // staleCredits is how long an Enter may wait unused while the shell shows
 // it reads lines: bash reads a typed-ahead line the moment its prompt is
-// drawn, so an Enter still unused after this went to a program (a read,
-// a REPL), not to a command line of the shell's.
+// drawn, so an Enter still unused after this most likely went to a program
+// (a read, a REPL), not to a command line of the shell's. Most likely, not
+// surely: a shell starved of CPU may take longer. So a stale Enter no
+// longer keeps the prompt from counting as idle, but it is kept, and it
+// still credits a line the shell reads; it is dropped only once the shell
+// reads a stage key written after it (dropReadCredits).
 const staleCredits = time.Second
+
+// maxStageKeys bounds Shell.stageKeys: stage keys a program read instead
+// of the shell are never answered.
+const maxStageKeys = 64
 
 // addCredits files the Enter keys of viewer input that reached the
 // terminal: each may start one human command; s.mu is held.
 func (s *Shell) addCredits(viewer string, n int, at time.Time) {
 	for range n {
-		s.credits = append(s.credits, credit{viewer: viewer, at: at})
+		s.credits = append(s.credits, credit{viewer: viewer, at: at, seq: s.creditSeq})
+		s.creditSeq++
+	}
+}
+
+// stageKeyWritten notes that a stage key goes to the terminal now, behind
+// every Enter filed so far; s.mu is held.
+func (s *Shell) stageKeyWritten() {
+	if len(s.stageKeys) == maxStageKeys {
+		s.stageKeys = s.stageKeys[1:]
+	}
+	s.stageKeys = append(s.stageKeys, s.creditSeq)
+}
+
+// dropReadCredits handles the shell reading a stage key (its "want"
+// mark): the Enters typed before that key were all read, and any of them
+// still unused went to a program, never to a line of the shell's. Keys a
+// program read are never answered, so an answer is matched to the oldest
+// key outstanding: that drops too few Enters, never too many; s.mu is
+// held.
+func (s *Shell) dropReadCredits() {
+	if len(s.stageKeys) == 0 {
+		return
+	}
+	before := s.stageKeys[0]
+	s.stageKeys = s.stageKeys[1:]
+	n := 0
+	for n < len(s.credits) && s.credits[n].seq < before {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	s.log.Debug("shell: dropped Enter keys that no command line used (a program read them)", "keys", n)
+	clear(s.credits[:n])
+	s.credits = s.credits[n:]
+	if len(s.credits) == 0 {
+		s.credits = nil
 	}
 }
 
@@ -327,16 +372,12 @@ func (s *Shell) creditsStaleAt() time.Time {
 
 // idlePrompt reports whether the shell waits at a fresh prompt with no
 // typed-ahead line to come; s.mu is held. Unused Enters that went stale
-// are dropped on the way.
+// do not count (see staleCredits).
 func (s *Shell) idlePrompt() bool {
 	if !s.promptUp || s.cont || s.fixLine != "" {
 		return false
 	}
-	if len(s.credits) > 0 && !time.Now().Before(s.creditsStaleAt()) {
-		s.log.Debug("shell: dropped Enter keys that no command line used (a program read them)", "keys", len(s.credits))
-		s.credits = nil
-	}
-	return len(s.credits) == 0
+	return len(s.credits) == 0 || !time.Now().Before(s.creditsStaleAt())
 }
 
 // Resize changes the terminal size for every viewer.
