@@ -38,7 +38,8 @@ lint:
 # human's 2,000-line paste to the agent's complete report, and ssh_read_output's
 # waitSeconds from a command's end to the reply. BenchmarkExecJudging: one
 # command that starts /bin/true 1,000 times in the sandbox, exec judging off
-# and on, and the policy's median decision per exec.
+# and on, and the policy's median decision per exec. BenchmarkProxy: a 1 GiB
+# download and a new connection, directly and through the egress proxy.
 bench:
 	cd bench && npm ci --no-audit --no-fund
 	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS|BenchmarkIdleSessionsRSS|BenchmarkCluster|BenchmarkHandover' -benchtime 1x ./cmd/tandem/
@@ -51,6 +52,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'BenchmarkAppend|BenchmarkVerify100k' ./internal/audit/ ./internal/store/ ./internal/jsonstr/
 	$(GO) test -run '^$$' -bench 'BenchmarkOutput100MBps' -benchtime 10s ./internal/recording/
 	$(GO) test -run '^$$' -bench 'BenchmarkShell' ./internal/shell/
+	$(GO) test -run '^$$' -bench 'BenchmarkProxy' -benchtime 1x ./internal/egress/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParser -fuzztime 30s ./internal/term/

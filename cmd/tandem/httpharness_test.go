@@ -162,6 +162,13 @@ func insecureTLS() http.RoundTripper {
 // selfSigned writes a fresh certificate for 127.0.0.1 and its key.
 func selfSigned(t testing.TB) (certFile, keyFile string) {
 	t.Helper()
+	return selfSignedFor(t)
+}
+
+// selfSignedFor writes a fresh certificate for 127.0.0.1 and the host
+// names given, and its key.
+func selfSignedFor(t testing.TB, names ...string) (certFile, keyFile string) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +176,7 @@ func selfSigned(t testing.TB) (certFile, keyFile string) {
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "tandem test"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: names, KeyUsage: x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)

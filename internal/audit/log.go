@@ -38,6 +38,10 @@ const (
 	EventServerRestart = "server_restart"
 	EventApprovalAsked = "approval_asked"
 	EventApprovalDone  = "approval_decided"
+	// EventNetwork is one decision of the egress proxy: a session's
+	// connection allowed, refused, approved or denied (the Outcome); Args
+	// hold host, port and address.
+	EventNetwork = "network"
 )
 
 // OutcomeOK is the Outcome of a call that succeeded.

@@ -12,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tandem-sh/tandem/internal/egress"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -219,8 +221,9 @@ type Target struct {
 
 	// Workspace is the local target's read-write directory.
 	Workspace string `yaml:"workspace"`
-	// Network lets a local target open network connections; default off.
-	Network bool `yaml:"network"`
+	// Network is a local target's network access: off (the default), on,
+	// or an allowlist served by tandem's egress proxy.
+	Network Network `yaml:"network"`
 	// Sandbox is "landlock" (the default) or "none" for a local target.
 	Sandbox string `yaml:"sandbox"`
 	// ReadOnly adds files and directories a sandboxed local session may
@@ -267,6 +270,47 @@ const DefaultInlineOutputBytes = 32 << 10
 // TypeScript SDK's default), so a long command answers command_timeout
 // with its commandId before the client gives up on the call.
 const DefaultCommandTimeout = 50 * time.Second
+
+// Network is a local target's network access. In tandem.yaml it is
+// false, true, or a mapping with allow (and ask, hosts): the session's
+// programs then reach the network only through tandem's egress proxy,
+// which lets through the hosts allow lists.
+type Network struct {
+	// On is network: true, every connection allowed.
+	On bool `yaml:"-"`
+	// Allow lists the hosts, addresses and presets the proxy lets
+	// through (egress.ParseAllow).
+	Allow []string `yaml:"allow"`
+	// Ask holds a connection to an unlisted host until a human decides,
+	// instead of refusing it.
+	Ask bool `yaml:"ask"`
+	// Hosts answers for these names without DNS, as /etc/hosts would
+	// (e.g. an internal registry); the address is still judged.
+	Hosts map[string]string `yaml:"hosts"`
+}
+
+// Proxied reports whether the target's network goes through tandem's
+// egress proxy.
+func (n Network) Proxied() bool { return !n.On && (len(n.Allow) > 0 || n.Ask) }
+
+// UnmarshalYAML reads network: true, false or a mapping.
+func (n *Network) UnmarshalYAML(node *yaml.Node) error {
+	if node.Kind == yaml.ScalarNode {
+		var on bool
+		if err := node.Decode(&on); err != nil {
+			return fmt.Errorf("line %d: network is true, false, or a mapping with allow (and ask, hosts)", node.Line)
+		}
+		*n = Network{On: on}
+		return nil
+	}
+	type plain Network
+	var p plain
+	if err := node.Decode(&p); err != nil {
+		return err
+	}
+	*n = Network(p)
+	return nil
+}
 
 // Duration is a time.Duration written as "30s", "15m" or "12h".
 type Duration time.Duration
@@ -485,6 +529,21 @@ func validateTargets(prefix string, ts []Target, base, home string, bad func(key
 			if t.Sandbox != "landlock" && t.Sandbox != "none" {
 				bad(k+".sandbox", "must be landlock or none, got %q", t.Sandbox)
 			}
+			if t.Network.Proxied() {
+				if t.Sandbox == "none" {
+					bad(k+".network", "an allowlist needs the sandbox: without it the shell could connect anywhere (remove sandbox: none, or set network: true)")
+				}
+				if _, err := egress.ParseAllow(t.Network.Allow); err != nil {
+					bad(k+".network.allow", "%v", err)
+				}
+				for name, addr := range t.Network.Hosts {
+					if _, err := netip.ParseAddr(addr); err != nil {
+						bad(k+".network.hosts."+name, "%q is not an IP address", addr)
+					}
+				}
+			} else if len(t.Network.Hosts) > 0 {
+				bad(k+".network.hosts", "applies with an allowlist only (network.allow)")
+			}
 			for j, p := range t.ReadOnly {
 				t.ReadOnly[j] = resolve(p, base, home)
 				if _, err := os.Stat(t.ReadOnly[j]); err != nil {
@@ -492,6 +551,9 @@ func validateTargets(prefix string, ts []Target, base, home string, bad func(key
 				}
 			}
 		case "ssh":
+			if t.Network.On || t.Network.Proxied() {
+				bad(k+".network", "applies to local targets only: tandem cannot confine a remote host's network")
+			}
 			if t.Host == "" {
 				bad(k+".host", "is required for an ssh target")
 			}
@@ -682,7 +744,7 @@ func (c *Config) loopbackSquatter() string {
 	}
 	for _, t := range all {
 		switch {
-		case t.Kind == "local" && t.Network:
+		case t.Kind == "local" && t.Network.On:
 			return fmt.Sprintf("local target %q has network: true", t.Name)
 		case t.Kind == "local" && t.Sandbox == "none":
 			return fmt.Sprintf("local target %q is unsandboxed (sandbox: none)", t.Name)

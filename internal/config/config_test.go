@@ -63,7 +63,7 @@ func TestLoadResolvesAndDefaults(t *testing.T) {
 	}
 	w, _ := c.Target("w")
 	s, _ := c.Target("s")
-	if w.Workspace != filepath.Join(dir, "ws") || w.Sandbox != "landlock" || w.Network {
+	if w.Workspace != filepath.Join(dir, "ws") || w.Sandbox != "landlock" || w.Network.On || w.Network.Proxied() {
 		t.Errorf("local target: %+v", w)
 	}
 	if s.Port != 22 || s.KeyFile != filepath.Join(home, ".ssh", "id") || s.HostKeyPolicy != "accept-new" {
@@ -324,6 +324,16 @@ func TestConfigMistakes(t *testing.T) {
 			`targets[0].knownHosts: "` + dir + `/nodir/kh" does not exist, nor does its directory, where the first host key would be pinned`},
 		{"unknown kind", "targets:\n  - {name: a, kind: docker}\n",
 			`targets[0].kind: must be local or ssh, got "docker"`},
+		{"allowlist entry", "targets:\n  - {name: a, kind: local, workspace: ., network: {allow: [\"a.*.com\"]}}\n",
+			`targets[0].network.allow: bad network.allow entry "a.*.com": '*' may only start an entry, as in *.example.com`},
+		{"unknown preset", "targets:\n  - {name: a, kind: local, workspace: ., network: {allow: [preset:cobol]}}\n",
+			`targets[0].network.allow: bad network.allow entry "preset:cobol": no such preset; the presets are preset:cargo, preset:go, preset:npm, preset:pypi`},
+		{"allowlist without sandbox", "targets:\n  - {name: a, kind: local, workspace: ., sandbox: none, network: {allow: [pypi.org]}}\n",
+			`targets[0].network: an allowlist needs the sandbox: without it the shell could connect anywhere (remove sandbox: none, or set network: true)`},
+		{"hosts not an address", "targets:\n  - {name: a, kind: local, workspace: ., network: {allow: [x.test], hosts: {x.test: nowhere}}}\n",
+			`targets[0].network.hosts.x.test: "nowhere" is not an IP address`},
+		{"network on an ssh target", ssh + ", network: {allow: [pypi.org]}}\n",
+			`targets[0].network: applies to local targets only: tandem cannot confine a remote host's network`},
 		{"no ssh credentials", "targets:\n  - {name: s, kind: ssh, host: h, user: u}\n",
 			"targets[0]: needs keyFile, useAgent: true or passwordFile (passwords are not written in tandem.yaml)"},
 	}

@@ -53,6 +53,11 @@ func shape(n *yaml.Node, t reflect.Type, path string, errs *[]error) {
 		return // an empty value leaves the default
 	}
 	switch {
+	case t == reflect.TypeFor[Network]() && n.Kind == yaml.ScalarNode:
+		// network: true or false; a block of keys is checked below.
+		if n.Tag != "!!bool" {
+			bad("%s is not true or false", quoted(n))
+		}
 	case t == reflect.TypeFor[Duration]():
 		if n.Kind != yaml.ScalarNode {
 			bad("must be a duration like 30s, 15m or 12h")

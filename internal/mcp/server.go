@@ -115,6 +115,9 @@ type Deps struct {
 	// Denied, if set, is told of every action the policy refuses, for
 	// the monitoring page's status strip.
 	Denied func(act approval.Action, rule string)
+	// Egress serves local targets with a network allowlist; without it
+	// such a target's sessions are refused.
+	Egress EgressProxy
 }
 
 // Observer is told of every tool call and its audit commit, for metrics;

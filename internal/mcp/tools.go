@@ -100,6 +100,7 @@ func (s *Server) connect(ctx context.Context, c session.Caller, a connectArgs) (
 	if err := s.judgeExecs(c, &t); err != nil {
 		return nil, err
 	}
+	s.armEgress(c, &t)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	sess, tok, err := s.deps.Sessions.Create(ctx, c, a.Name, t)
@@ -191,6 +192,7 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 	info.bytes = rec.Stdout.Size() + rec.Stderr.Size()
 	info.blocked = blockedReason(rec)
 	res := s.result(c, rec)
+	addNetwork(sess, rec, res)
 	s.recorded(ctx, rec.ID, res)
 	r := reply{"result": res, "commandId": rec.ID}
 	s.addBackground(c, sess, r)
@@ -351,6 +353,7 @@ func (s *Server) cancel(ctx context.Context, c session.Caller, a sessionArgs) (r
 		return nil, err
 	}
 	res := s.result(c, rec)
+	addNetwork(sess, rec, res)
 	s.recorded(ctx, rec.ID, res)
 	r := reply{"message": cancelMessage(rec), "result": res, "commandId": rec.ID}
 	s.addBackground(c, sess, r)

@@ -29,6 +29,15 @@ func Describe(network bool) Enforcement {
 	return describe(kernelABI(), network)
 }
 
+// Proxied says the session's TCP goes only to tandem's egress proxy.
+func (e Enforcement) Proxied() Enforcement {
+	if e.LandlockABI >= minNetABI {
+		e.TCP = "connect to one port only: the session's port on tandem's egress proxy, which lets through the hosts of the target's network.allow (Landlock allows the port on any address); no bind"
+	}
+	e.NotEnforced = append(e.NotEnforced, "a host the allowlist lets through can carry anything (a tool that tunnels over an allowed host)")
+	return e
+}
+
 func describe(abi int, network bool) Enforcement {
 	e := Enforcement{
 		LandlockABI: abi,

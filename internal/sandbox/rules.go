@@ -61,8 +61,13 @@ func restrict(abi int, p Policy) error {
 	if err != nil {
 		return err
 	}
-	// No net rules: with network access handled, every TCP bind and
-	// connect is denied.
+	// With network access handled, every TCP bind and connect is denied
+	// but connecting to the ports listed.
+	if !p.Network {
+		for _, port := range p.ConnectPorts {
+			rules = append(rules, landlock.ConnectTCP(port))
+		}
+	}
 	return cfg.Restrict(rules...)
 }
 

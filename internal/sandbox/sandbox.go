@@ -46,6 +46,11 @@ type Policy struct {
 	// Network allows TCP bind and connect. When false, both are denied for
 	// every port (and, on kernels with Landlock ABI 10+, UDP as well).
 	Network bool `json:"net,omitempty"`
+	// ConnectPorts, with Network false, are TCP ports the program may
+	// still connect to: the session's port on tandem's egress proxy.
+	// Landlock rules name a port, not an address: the port is allowed on
+	// every address. Binding stays denied.
+	ConnectPorts []uint16 `json:"connect,omitempty"`
 	// ExecFD, when non-zero, turns on exec judging: the launcher installs
 	// the execguard filter and sends its listener over the socket that is
 	// its descriptor ExecFD (an execguard.Pair child end, passed as an

@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -231,5 +233,53 @@ func TestCommandRejectsStandardExecFD(t *testing.T) {
 		if _, err := Command(self, Policy{ExecFD: fd}, []string{"true"}); err == nil {
 			t.Errorf("Command accepted ExecFD %d", fd)
 		}
+	}
+}
+
+// TestMainConnectPorts: with ConnectPorts, the program may connect to
+// those TCP ports and no other.
+func TestMainConnectPorts(t *testing.T) {
+	if err := (Policy{}).Supported(); err != nil {
+		testenv.Missing(t, "%v", err)
+	}
+	listen := func() (net.Listener, uint16) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		return ln, uint16(ln.Addr().(*net.TCPAddr).Port)
+	}
+	_, allowed := listen()
+	_, other := listen()
+	p := Policy{ReadWrite: []string{t.TempDir()}, ReadOnly: DefaultReadOnly(), ConnectPorts: []uint16{allowed}}
+	probe := func(port uint16) string {
+		return fmt.Sprintf("bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d && echo connected'", port)
+	}
+	tests := []struct {
+		name   string
+		script string
+		code   int
+		want   string
+	}{
+		{"the listed port", probe(allowed), 0, "connected"},
+		{"another port", probe(other), 1, "Permission denied"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, code := run(t, p, tt.script)
+			if code != tt.code || !strings.Contains(out, tt.want) {
+				t.Fatalf("exit %d, output %q; want exit %d and output containing %q", code, out, tt.code, tt.want)
+			}
+		})
 	}
 }

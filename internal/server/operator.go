@@ -151,7 +151,8 @@ func (d dashSessions) Sessions(context.Context) ([]web.SessionRow, error) {
 		}
 		rows = append(rows, web.SessionRow{ID: o.ID, Name: o.Name, Tenant: o.Tenant, Actor: o.Actor, Target: o.Target,
 			Kind: o.Kind, Status: o.Status, LastCommand: o.LastCommand, CreatedAt: o.CreatedAt,
-			LastActivity: o.LastActivity, EndedAt: o.EndedAt, Ended: o.Ended, HumanRequest: o.HumanRequest})
+			LastActivity: o.LastActivity, EndedAt: o.EndedAt, Ended: o.Ended, HumanRequest: o.HumanRequest,
+			Connections: o.Connections})
 	}
 	return rows, nil
 }

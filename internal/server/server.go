@@ -118,6 +118,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Server, err err
 	for name, why := range s.refused {
 		s.log.Warn("local target refused", "target", name, "why", why)
 	}
+	warnOpenNetwork(cfg, s.log)
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find own executable: %w", err)
@@ -181,6 +182,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Server, err err
 		Version:           o.Version,
 		Elsewhere:         elsewhere(s.nodeURL, s.rec, s.log),
 		CommandRecorded:   commandRecorded(s.nodeURL, s.rec),
+		Egress:            newEgress(ctx, cfg, s.ln.Addr(), s.log),
 		Denied: func(act approval.Action, rule string) {
 			if sess, ok := s.sessions.ByID(act.SessionID); ok {
 				sess.NoteDenied(session.Denial{Tool: act.Tool, Command: act.Command, Rule: rule, At: time.Now()})

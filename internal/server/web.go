@@ -100,8 +100,14 @@ func (t webTerminal) Status() web.SessionStatus {
 	for _, d := range t.Session.Denied() {
 		st.Denied = append(st.Denied, web.StripAction{Tool: d.Tool, Command: d.Command, Rule: d.Rule, At: d.At})
 	}
+	for _, c := range t.Session.RecentConnections(stripConnections) {
+		st.Network = append(st.Network, web.StripConnection{Target: c.Target(), Decision: c.Decision, Reason: c.Reason, At: c.Started})
+	}
 	return st
 }
+
+// stripConnections is how many connections the page names.
+const stripConnections = 8
 
 // stripCommands is how many of the latest commands the page marks.
 const stripCommands = 20

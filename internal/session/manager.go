@@ -192,11 +192,16 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 	if t.JudgeExec != nil {
 		so.JudgeExec = func(ctx context.Context, x shell.ExecInfo) shell.ExecRuling { return t.JudgeExec(ctx, s, x) }
 	}
+	if so.ProxyPort, err = s.openEgress(ctx); err != nil {
+		return nil, "", fmt.Errorf("connect %q: egress proxy: %w", name, err)
+	}
 	if err := m.record(s, so); err != nil {
+		s.closeEgress()
 		return nil, "", fmt.Errorf("connect %q: %w", name, err)
 	}
 	sh, err := shell.Start(ctx, t.Dialer, so)
 	if err != nil {
+		s.closeEgress()
 		s.closeRecording()
 		return nil, "", fmt.Errorf("connect %q: %w", name, err)
 	}
@@ -204,6 +209,7 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 	if j := m.opts.Journal; j != nil {
 		if err := j.SessionStarted(ctx, s); err != nil {
 			_ = sh.Close()
+			s.closeEgress()
 			s.closeRecording()
 			return nil, "", fmt.Errorf("connect %q: record the session: %w", name, err)
 		}
@@ -391,6 +397,7 @@ func (m *Manager) end(s *Session, reason string) {
 	}()
 
 	_ = s.sh.Close()
+	s.closeEgress()
 	if s.closeRecording() {
 		m.mu.Lock()
 		m.replays[sha256.Sum256([]byte(s.monitorKey))] = s

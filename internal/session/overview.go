@@ -18,6 +18,9 @@ type Overview struct {
 	// Owner is the owning caller's id: a stdio connection's "conn-…",
 	// which the dashboard names by its client when Actor is empty.
 	Owner string
+	// Connections are the session's open connections through the egress
+	// proxy, as host:port.
+	Connections []string
 }
 
 // Overview lists every caller's live sessions and this process's ended
@@ -44,6 +47,11 @@ func (m *Manager) Overview() []Overview {
 			o.HumanRequest = r.Message
 		}
 		s.mu.Unlock()
+		if s.endReason == "" {
+			for _, c := range s.OpenConnections() {
+				o.Connections = append(o.Connections, c.Target())
+			}
+		}
 		out = append(out, o)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.After(out[j].CreatedAt) })

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tandem-sh/tandem/internal/egress"
 	"github.com/tandem-sh/tandem/internal/recording"
 	"github.com/tandem-sh/tandem/internal/shell"
 	"github.com/tandem-sh/tandem/internal/spool"
@@ -56,6 +57,9 @@ type Target struct {
 	// where the backend can judge execs (shell.Options.JudgeExec); s is
 	// the session being judged.
 	JudgeExec func(ctx context.Context, s *Session, x shell.ExecInfo) shell.ExecRuling
+	// Egress, for a local target with a network allowlist, is served by
+	// tandem's egress proxy; nil: none.
+	Egress *Egress
 }
 
 // Status values reported for sessions.
@@ -109,6 +113,8 @@ type Session struct {
 	reqNext     int
 	notify      func() // tells the manager (the dashboard) of a change
 	denied      []Denial
+	egressClose func()
+	conns       []egress.Conn // the egress proxy's reports, oldest first
 }
 
 // MaxKeptCommands is how many of a session's latest commands can be read

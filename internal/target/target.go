@@ -7,6 +7,7 @@ package target
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/config"
+	"github.com/tandem-sh/tandem/internal/egress"
 	"github.com/tandem-sh/tandem/internal/sandbox"
 	"github.com/tandem-sh/tandem/internal/session"
 	"github.com/tandem-sh/tandem/internal/shell/local"
@@ -184,7 +186,7 @@ func (r *Resolver) Named(tenant, workspace, name string) (session.Target, error)
 			return session.Target{}, fmt.Errorf("%w: %s", ErrSandboxUnavailable, why)
 		}
 		o := &local.Options{
-			Workspace: t.Workspace, Network: t.Network, NoSandbox: t.Sandbox == "none",
+			Workspace: t.Workspace, Network: t.Network.On, NoSandbox: t.Sandbox == "none",
 			Self: r.Self, RunDirParent: r.RunDir, Env: r.Env,
 		}
 		if r.Home != "" {
@@ -194,13 +196,21 @@ func (r *Resolver) Named(tenant, workspace, name string) (session.Target, error)
 			o.ReadOnly = append(sandbox.DefaultReadOnly(), t.ReadOnly...)
 		}
 		if !o.NoSandbox {
-			if err := (sandbox.Policy{Network: t.Network}).Supported(); err != nil {
+			if err := (sandbox.Policy{Network: t.Network.On}).Supported(); err != nil {
 				return session.Target{}, fmt.Errorf("%w: target %q needs Landlock: %v; set sandbox: none on the target to run it unconfined", ErrSandboxUnavailable, name, err)
 			}
 		}
-		t := session.Target{Name: name, Kind: "local", Host: "localhost", Username: r.User, Dialer: o, Workspace: t.Workspace, Scope: workspace}
+		egr, err := egressOf(t.Network)
+		if err != nil {
+			return session.Target{}, fmt.Errorf("target %q: %w", name, err)
+		}
+		t := session.Target{Name: name, Kind: "local", Host: "localhost", Username: r.User, Dialer: o, Workspace: t.Workspace, Scope: workspace, Egress: egr}
 		if !o.NoSandbox {
-			t.Sandbox = sandbox.Describe(o.Network)
+			e := sandbox.Describe(o.Network)
+			if egr != nil {
+				e = e.Proxied()
+			}
+			t.Sandbox = e
 		}
 		return t, nil
 	default:
@@ -265,4 +275,29 @@ func (r *Resolver) knownHosts(configured string) (pin string, trusted []string) 
 		trusted = []string{filepath.Join(r.Home, ".ssh", "known_hosts")}
 	}
 	return pin, trusted
+}
+
+// egressOf turns a target's network allowlist into what the session's
+// proxy port serves; nil when the target has none.
+func egressOf(n config.Network) (*session.Egress, error) {
+	if !n.Proxied() {
+		return nil, nil
+	}
+	allow, err := egress.ParseAllow(n.Allow)
+	if err != nil {
+		return nil, err
+	}
+	e := &session.Egress{Allow: allow, Ask: n.Ask}
+	for name, addr := range n.Hosts {
+		a, err := netip.ParseAddr(addr)
+		if err != nil {
+			return nil, fmt.Errorf("network.hosts.%s: %q is not an IP address", name, addr)
+		}
+		if e.Hosts == nil {
+			e.Hosts = map[string][]netip.Addr{}
+		}
+		name = strings.TrimSuffix(strings.ToLower(name), ".")
+		e.Hosts[name] = append(e.Hosts[name], a.Unmap())
+	}
+	return e, nil
 }

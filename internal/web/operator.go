@@ -70,6 +70,9 @@ type SessionRow struct {
 	// HumanRequest is the agent's message while it asks for the human
 	// (ssh_request_human); "" when it does not.
 	HumanRequest string `json:"humanRequest,omitempty"`
+	// Connections are the session's open connections through the egress
+	// proxy (host:port).
+	Connections []string `json:"connections,omitempty"`
 }
 
 // SessionDirectory lists the sessions the dashboard shows. The session

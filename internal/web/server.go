@@ -72,6 +72,19 @@ type SessionStatus struct {
 	// Commands are the session's latest commands, whoever ran them, oldest
 	// first: the page marks their lines in the terminal by their source.
 	Commands []StripCommand `json:"commands,omitempty"`
+	// Network lists the session's open connections through the egress
+	// proxy and the latest it refused (a target with an allowlist).
+	Network []StripConnection `json:"network,omitempty"`
+}
+
+// StripConnection is one connection through the egress proxy as the
+// strip names it: open (allowed or approved) or refused (refused or
+// denied).
+type StripConnection struct {
+	Target   string    `json:"target"` // host:port
+	Decision string    `json:"decision"`
+	Reason   string    `json:"reason,omitempty"`
+	At       time.Time `json:"at"`
 }
 
 // StripCommand is one command as the page marks it.

@@ -102,6 +102,9 @@ func (o *Options) Dial(ctx context.Context, l shell.Launch) (shell.Conn, error) 
 	if err := o.check(); err != nil {
 		return nil, fmt.Errorf("local dial: %w", err)
 	}
+	if l.ProxyPort != 0 && (o.NoSandbox || o.Network) {
+		return nil, errors.New("local dial: a network allowlist needs the sandbox with network off: without it the shell could connect anywhere")
+	}
 	if !o.NoSandbox {
 		if err := (sandbox.Policy{Network: o.Network}).Supported(); err != nil {
 			return nil, fmt.Errorf("local dial: %w", err)
@@ -163,6 +166,9 @@ func (o *Options) start(ctx context.Context, l shell.Launch, runDir string) (*co
 			ro = sandbox.DefaultReadOnly()
 		}
 		p := sandbox.Policy{ReadWrite: []string{o.Workspace, runDir}, ReadOnly: ro, Network: o.Network}
+		if l.ProxyPort != 0 {
+			p.ConnectPorts = []uint16{l.ProxyPort}
+		}
 		if l.JudgeExec != nil {
 			var err error
 			if g, err = newGuard(l.JudgeExec); err != nil {
@@ -183,6 +189,9 @@ func (o *Options) start(ctx context.Context, l shell.Launch, runDir string) (*co
 	}
 	cmd.Dir = o.Workspace
 	cmd.Env = o.environ(l.Env, runDir)
+	if l.ProxyPort != 0 {
+		cmd.Env = append(cmd.Env, proxyEnv(l.ProxyPort)...)
+	}
 
 	size := &pty.Winsize{Cols: shell.DefaultCols, Rows: shell.DefaultRows}
 	if l.Cols > 0 && l.Rows > 0 {
@@ -248,6 +257,19 @@ func (o *Options) environ(launch []string, runDir string) []string {
 	env = append(env, userRCEnvName+"="+o.UserRC)
 	env = append(env, launch...)
 	return append(env, runDirEnvName+"="+runDir)
+}
+
+// proxyEnv points every tool that honours the usual proxy variables at
+// the session's port on tandem's egress proxy, and empties NO_PROXY: a
+// tool that ignores them fails to connect (the sandbox allows that port
+// only) rather than reaching out on its own.
+func proxyEnv(port uint16) []string {
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	var env []string
+	for _, name := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
+		env = append(env, name+"="+url, strings.ToLower(name)+"="+url)
+	}
+	return append(env, "NO_PROXY=", "no_proxy=")
 }
 
 // grants lists what a sandboxed shell of this target may read.

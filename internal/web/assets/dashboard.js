@@ -505,7 +505,8 @@
     renderRows(liveEl, liveEmptyEl, rows.filter(function (r) { return !r.ended; }), function (r) {
       return [
         { text: text(r.tenant) }, { text: text(r.actor) }, { text: text(r.name) }, { text: text(r.target) },
-        { text: r.humanRequest ? 'needs you: ' + text(r.humanRequest) : text(r.status) },
+        { text: (r.humanRequest ? 'needs you: ' + text(r.humanRequest) : text(r.status)) +
+          (Array.isArray(r.connections) && r.connections.length > 0 ? '; connected to ' + r.connections.map(text).join(', ') : '') },
         { text: text(r.lastCommand), mono: true }, { text: when(r.lastActivity) },
         { text: 'tandem attach ' + text(r.id), mono: true, copy: true },
       ];

@@ -349,6 +349,16 @@
       return li;
     });
     document.getElementById('strip-denied').replaceChildren(...denied);
+    const network = (Array.isArray(st.network) ? st.network : []).map(function (c) {
+      const open = c.decision === 'allowed' || c.decision === 'approved';
+      const li = node('li', open ? 'strip-connection' : 'strip-refused');
+      li.append(node('span', 'label', open ? 'Connected: ' : 'Network refused: '), node('code', '', str(c.target)));
+      if (!open && c.reason) {
+        li.append(node('span', 'rule', ' (' + str(c.reason) + ')'));
+      }
+      return li;
+    });
+    document.getElementById('strip-network').replaceChildren(...network);
     fit.fit();
   }
   setInterval(function () {

@@ -1,0 +1,465 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestParseAllow(t *testing.T) {
+	tests := []struct {
+		entry string
+		rule  Rule
+		err   string
+	}{
+		{"proxy.golang.org", Rule{Name: "proxy.golang.org"}, ""},
+		{"PyPI.org:443", Rule{Name: "pypi.org", Port: 443}, ""},
+		{"*.pythonhosted.org", Rule{Name: "*.pythonhosted.org"}, ""},
+		{"example.com.", Rule{Name: "example.com"}, ""},
+		{"10.0.0.5", Rule{Net: netip.MustParsePrefix("10.0.0.5/32")}, ""},
+		{"127.0.0.1:8080", Rule{Net: netip.MustParsePrefix("127.0.0.1/32"), Port: 8080}, ""},
+		{"10.1.0.0/16", Rule{Net: netip.MustParsePrefix("10.1.0.0/16")}, ""},
+		{"10.1.2.3/16:5432", Rule{Net: netip.MustParsePrefix("10.1.0.0/16"), Port: 5432}, ""},
+		{"[fd00::1]:443", Rule{Net: netip.MustParsePrefix("fd00::1/128"), Port: 443}, ""},
+		{"fd00::/8", Rule{Net: netip.MustParsePrefix("fd00::/8")}, ""},
+		{"", Rule{}, "empty"},
+		{"a.*.com", Rule{}, "'*' may only start"},
+		{"host:0", Rule{}, "port"},
+		{"host:99999", Rule{}, "port"},
+		{"host:http", Rule{}, "port"},
+		{"fd00::1:443x", Rule{}, "brackets"},
+		{"[fd00::1", Rule{}, "without ']'"},
+		{"exa mple.com", Rule{}, "not a host name"},
+		{"preset:cobol", Rule{}, "no such preset"},
+	}
+	for _, tc := range tests {
+		a, err := ParseAllow([]string{tc.entry})
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.Is(err, ErrBadEntry) {
+				t.Errorf("%q: error %v, want one saying %q", tc.entry, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.entry, err)
+			continue
+		}
+		got := a.Rules()[0]
+		tc.rule.Entry = tc.entry
+		if got != tc.rule {
+			t.Errorf("%q: %+v, want %+v", tc.entry, got, tc.rule)
+		}
+	}
+}
+
+func TestPresets(t *testing.T) {
+	for name, hosts := range Presets() {
+		a, err := ParseAllow([]string{"preset:" + name})
+		if err != nil {
+			t.Fatalf("preset %s: %v", name, err)
+		}
+		if len(a.Rules()) != len(hosts) {
+			t.Errorf("preset %s: %d rules for %d hosts", name, len(a.Rules()), len(hosts))
+		}
+		for _, r := range a.Rules() {
+			if r.Entry != "preset:"+name || r.Name == "" || r.Port != 443 {
+				t.Errorf("preset %s: rule %+v", name, r)
+			}
+		}
+	}
+}
+
+func TestMatch(t *testing.T) {
+	a, err := ParseAllow([]string{"*.pythonhosted.org", "pypi.org:443", "go.dev", "10.0.0.0/8:5432"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []struct {
+		host string
+		port uint16
+		ok   bool
+	}{
+		{"files.pythonhosted.org", 443, true},
+		{"a.b.pythonhosted.org", 80, true},
+		{"pythonhosted.org", 443, false}, // a wildcard covers names under it only
+		{"evilpythonhosted.org", 443, false},
+		{"pypi.org", 443, true},
+		{"PYPI.ORG.", 443, true},
+		{"pypi.org", 80, false},
+		{"go.dev", 22, true},
+		{"go.dev.evil.com", 443, false},
+	}
+	for _, tc := range names {
+		if _, ok := a.matchName(tc.host, tc.port); ok != tc.ok {
+			t.Errorf("%s:%d allowed %v, want %v", tc.host, tc.port, ok, tc.ok)
+		}
+	}
+	if _, ok := a.matchAddr(netip.MustParseAddr("10.9.9.9"), 5432); !ok {
+		t.Error("10.9.9.9:5432 not allowed")
+	}
+	if _, ok := a.matchAddr(netip.MustParseAddr("::ffff:10.9.9.9"), 5432); !ok {
+		t.Error("a v4-mapped 10.9.9.9:5432 not allowed")
+	}
+	if _, ok := a.matchAddr(netip.MustParseAddr("10.9.9.9"), 22); ok {
+		t.Error("10.9.9.9:22 allowed")
+	}
+}
+
+func TestSpecial(t *testing.T) {
+	for _, s := range []string{"127.0.0.1", "127.8.9.1", "::1", "10.1.1.1", "172.16.0.1", "192.168.1.1", "169.254.169.254",
+		"100.64.0.1", "0.0.0.0", "::", "fe80::1", "fd00::1", "224.0.0.1", "255.255.255.255", "::ffff:127.0.0.1", "64:ff9b::7f00:1"} {
+		if !isSpecial(netip.MustParseAddr(s)) {
+			t.Errorf("%s is not special", s)
+		}
+	}
+	for _, s := range []string{"8.8.8.8", "1.1.1.1", "2001:4860:4860::8888", "151.101.1.69"} {
+		if isSpecial(netip.MustParseAddr(s)) {
+			t.Errorf("%s is special", s)
+		}
+	}
+}
+
+// FuzzParseAllow: no entry panics, and every entry that parses gives
+// rules that name what they came from.
+func FuzzParseAllow(f *testing.F) {
+	for _, s := range []string{"pypi.org:443", "*.x.org", "[::1]:80", "10.0.0.0/8:22", "preset:go", "a:b:c", "[", "*."} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, e string) {
+		a, err := ParseAllow([]string{e})
+		if err != nil {
+			return
+		}
+		for _, r := range a.Rules() {
+			if r.Entry == "" || (r.Name == "") == !r.Net.IsValid() {
+				t.Fatalf("%q: rule %+v", e, r)
+			}
+		}
+	})
+}
+
+// fixture is a proxy with one session port, and the reports it made.
+type fixture struct {
+	p   *Proxy
+	l   *Listener
+	mu  sync.Mutex
+	got []Conn
+}
+
+func newFixture(t *testing.T, allow []string, hosts map[string]string, ask func(context.Context, string, uint16) (bool, error), protected ...netip.AddrPort) *fixture {
+	t.Helper()
+	a, err := ParseAllow(allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := map[string][]netip.Addr{}
+	for n, addr := range hosts {
+		h[n] = []netip.Addr{netip.MustParseAddr(addr)}
+	}
+	f := &fixture{}
+	f.p = New(Options{Protected: func(ap netip.AddrPort) bool {
+		for _, p := range protected {
+			if p == ap {
+				return true
+			}
+		}
+		return false
+	}})
+	f.l, err = f.p.Open(Session{Name: "dev", Allow: a, Hosts: h, Ask: ask, Report: func(c Conn) {
+		f.mu.Lock()
+		f.got = append(f.got, c)
+		f.mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.l.Close() })
+	return f
+}
+
+// client is an HTTP client whose every request goes through the proxy.
+func (f *fixture) client(srv *httptest.Server) *http.Client {
+	u, _ := url.Parse(f.l.URL())
+	tr := &http.Transport{Proxy: http.ProxyURL(u), DisableKeepAlives: true}
+	if srv != nil && srv.TLS != nil {
+		tr.TLSClientConfig = &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs, ServerName: "example.com"}
+	}
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
+
+func (f *fixture) reports() []Conn {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Conn(nil), f.got...)
+}
+
+func portOf(t *testing.T, srv *httptest.Server) string {
+	t.Helper()
+	_, p, err := net.SplitHostPort(srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestProxyJudges(t *testing.T) {
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "secure hello") }))
+	t.Cleanup(tlsSrv.Close)
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "plain hello %s via %s", r.URL.Path, r.Header.Get("Proxy-Authorization"))
+	}))
+	t.Cleanup(plain.Close)
+	own := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "tandem's web port") }))
+	t.Cleanup(own.Close)
+	tp, pp, op := portOf(t, tlsSrv), portOf(t, plain), portOf(t, own)
+	hosts := map[string]string{"good.test": "127.0.0.1", "plain.test": "127.0.0.1", "rebind.test": "127.0.0.1", "own.test": "127.0.0.1", "unlisted.test": "127.0.0.1"}
+	f := newFixture(t, []string{"good.test", "plain.test:" + pp, "rebind.test", "own.test", "127.0.0.1:" + tp, "127.0.0.1:" + pp, "127.0.0.1:" + op},
+		hosts, nil, netip.MustParseAddrPort("127.0.0.1:"+op))
+
+	tests := []struct {
+		name, url string
+		srv       *httptest.Server
+		body      string // "" when refused
+		reason    string
+	}{
+		{"https to an allowed name", "https://good.test:" + tp + "/", tlsSrv, "secure hello", ""},
+		{"plain http to an allowed name and port", "http://plain.test:" + pp + "/x", plain, "plain hello /x via ", ""},
+		{"a name on no rule", "https://unlisted.test:" + tp + "/", tlsSrv, "", "not on this session's network allowlist"},
+		{"an allowed name on another port", "http://plain.test:" + tp + "/", nil, "", "not on this session's network allowlist"},
+		{"an allowed name that resolves to loopback on an unlisted port", "http://rebind.test:1/", nil, "", "loopback, private or link-local"},
+		{"tandem's own port, though listed", "http://own.test:" + op + "/", nil, "", "tandem's own port"},
+		{"an address that no rule lists", "http://127.0.0.2:" + pp + "/", nil, "", "not on this session's network allowlist"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := f.client(tc.srv).Get(tc.url)
+			if tc.body != "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if string(b) != tc.body {
+					t.Fatalf("body %q, want %q", b, tc.body)
+				}
+				return
+			}
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), tc.reason) {
+					t.Fatalf("status %d %q, want 403 saying %q", resp.StatusCode, b, tc.reason)
+				}
+				return
+			}
+			// A refused CONNECT: Go's client says so without the body.
+			if !strings.Contains(err.Error(), "Forbidden") {
+				t.Fatalf("error %v, want a refusal", err)
+			}
+		})
+	}
+	f.l.tr.CloseIdleConnections() // the plain connection ends
+	var refused, ended int
+	for _, c := range f.reports() {
+		switch {
+		case c.Decision == Refused:
+			refused++
+			if c.Reason == "" || c.Session != "dev" {
+				t.Errorf("refusal %+v has no reason or session", c)
+			}
+		case c.Ended:
+			ended++
+		}
+	}
+	if refused != 5 {
+		t.Errorf("%d refusals reported, want 5: %+v", refused, f.reports())
+	}
+	if ended != 2 {
+		t.Errorf("%d ended connections reported, want 2: %+v", ended, f.reports())
+	}
+	for _, c := range f.reports() {
+		if c.Ended && c.Host == "good.test" && (c.Down < 100 || c.Up < 100 || c.Addr != "127.0.0.1" || c.Rule != "good.test") {
+			t.Errorf("the TLS connection's record: %+v", c)
+		}
+	}
+}
+
+// TestProxyOwnPorts: with all of loopback listed, tandem's own ports and
+// the proxy's (this session's and another's) stay out of reach.
+func TestProxyOwnPorts(t *testing.T) {
+	own := netip.MustParseAddrPort("127.0.0.1:4001")
+	f := newFixture(t, []string{"127.0.0.0/8", "[::1]"}, nil, nil, own)
+	other, err := f.p.Open(Session{Name: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close() })
+	for _, target := range []string{"127.0.0.1:4001", fmt.Sprintf("127.0.0.1:%d", f.l.Port()), fmt.Sprintf("127.0.0.1:%d", other.Port()), fmt.Sprintf("[::1]:%d", other.Port()), fmt.Sprintf("[::ffff:127.0.0.1]:%d", other.Port())} {
+		c, err := net.Dial("tcp", f.l.ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", target, target)
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		b, _ := io.ReadAll(io.LimitReader(c, 4096))
+		c.Close()
+		if !strings.Contains(string(b), " 403 ") || !strings.Contains(string(b), "tandem's own port") {
+			t.Errorf("CONNECT %s: %q", target, b)
+		}
+	}
+}
+
+// TestProxyAsks: with Ask, an unlisted host waits for the answer, before
+// its name is even looked up; one a human let through is still refused if
+// it resolves to a loopback address no address rule lists.
+func TestProxyAsks(t *testing.T) {
+	var asked []string
+	var mu sync.Mutex
+	answer := true
+	f := newFixture(t, []string{"127.0.0.1"}, map[string]string{"public.test": "203.0.113.9", "loop.test": "127.0.0.2"},
+		func(ctx context.Context, host string, port uint16) (bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = append(asked, fmt.Sprintf("%s:%d", host, port))
+			return answer, nil
+		})
+	conn := func(target string) string {
+		c, err := net.Dial("tcp", f.l.ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		return line
+	}
+	answer = false
+	if got := conn("public.test:443"); !strings.Contains(got, "403") {
+		t.Errorf("a denied host: %q", got)
+	}
+	mu.Lock()
+	answer = true
+	mu.Unlock()
+	if got := conn("loop.test:9"); !strings.Contains(got, "403") {
+		t.Errorf("an approved name on an unlisted loopback address: %q", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(asked, " ") != "public.test:443 loop.test:9" {
+		t.Errorf("asked about %v", asked)
+	}
+	var denied int
+	for _, c := range f.reports() {
+		if c.Decision == Denied {
+			denied++
+		}
+	}
+	if denied != 1 {
+		t.Errorf("%d denials reported", denied)
+	}
+}
+
+// TestProxyNotAProxyRequest: a request sent to the proxy itself gets a
+// plain explanation, and bad CONNECT targets a clear 400.
+func TestProxyNotAProxyRequest(t *testing.T) {
+	f := newFixture(t, []string{"example.com"}, nil, nil)
+	resp, err := http.Get(f.l.URL() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "egress proxy") {
+		t.Errorf("%d %q", resp.StatusCode, b)
+	}
+	for _, target := range []string{"nohost", "host:0", "host:x", "bad name!:443"} {
+		c, err := net.Dial("tcp", f.l.ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if !strings.Contains(line, " 400 ") && !strings.Contains(line, " 403 ") {
+			t.Errorf("CONNECT %s: %q", target, line)
+		}
+	}
+}
+
+// TestProxyCloseEndsTunnels: closing a session's port ends its open
+// tunnels and frees the port.
+func TestProxyCloseEndsTunnels(t *testing.T) {
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { echo.Close() })
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); c.Close() }()
+		}
+	}()
+	f := newFixture(t, []string{echo.Addr().String()}, nil, nil)
+	c, err := net.Dial("tcp", f.l.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: x\r\n\r\nping", echo.Addr())
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line == "\r\n" {
+			break
+		}
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(r, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("echo: %q %v", buf, err)
+	}
+	if err := f.l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := r.ReadByte(); err == nil {
+		t.Error("the tunnel is still open after Close")
+	}
+	if f.p.protected(netip.MustParseAddrPort(fmt.Sprintf("127.0.0.1:%d", f.l.Port()))) {
+		t.Error("a closed port is still the proxy's")
+	}
+}
+
+// TestPresetsInREADME: the README lists every preset with exactly its
+// hosts.
+func TestPresetsInREADME(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, hosts := range Presets() {
+		line := "- `preset:" + name + "`: " + strings.Join(hosts, ", ") + "\n"
+		if !strings.Contains(string(readme), line) {
+			t.Errorf("the README does not list %q", strings.TrimSpace(line))
+		}
+	}
+}

@@ -1,0 +1,592 @@
+// Package egress is tandem's egress proxy: the only way out to the
+// network for a sandboxed local session with a network allowlist. Each
+// such session gets a loopback port of its own on the one proxy of the
+// tandem process; Landlock lets the session connect to that port and no
+// other, and its environment points HTTP_PROXY and friends at it. The
+// proxy speaks HTTP CONNECT and plain HTTP, judges every host and port
+// against the session's allowlist, checks the address it resolves to as
+// well as the name, never reaches tandem's own ports, and reports every
+// decision and every finished connection.
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Decisions a connection can get.
+const (
+	// Allowed: an allowlist rule lets it through.
+	Allowed = "allowed"
+	// Refused: nothing allows it (or it aims at tandem itself).
+	Refused = "refused"
+	// Approved: a human let an unlisted host through.
+	Approved = "approved"
+	// Denied: a human refused it, or no one answered in time.
+	Denied = "denied"
+)
+
+// Conn describes one connection a session asked the proxy for: reported
+// once when it is decided, and again, with its byte counts and duration,
+// when it ends (Ended set). A refused connection is reported once.
+type Conn struct {
+	// ID tells the reports of one connection apart.
+	ID string
+	// Session is the name the session was opened under.
+	Session string
+	Host    string
+	Port    uint16
+	// Addr is the address the proxy connected to (or would have); empty
+	// when the name did not resolve.
+	Addr     string
+	Decision string
+	// Reason says why, in words fit for the agent: the rule that allowed
+	// it, or what refused it.
+	Reason string
+	// Rule is the allowlist entry that allowed it, if one did.
+	Rule string
+	// Up and Down count the bytes sent to and received from the host.
+	Up, Down int64
+	Started  time.Time
+	Duration time.Duration
+	Ended    bool
+}
+
+// Target names host:port in a record or a refusal.
+func (c Conn) Target() string { return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))) }
+
+// Resolver turns a host name into addresses; *net.Resolver is one.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Options configures the proxy of one tandem process.
+type Options struct {
+	// Resolver looks names up; nil is net.DefaultResolver.
+	Resolver Resolver
+	// Protected reports whether an address is one of tandem's own
+	// listeners (its web port, HTTP MCP port, forward URLs): never
+	// reachable through the proxy, whatever the allowlist says. The
+	// proxy's own ports are always protected.
+	Protected func(netip.AddrPort) bool
+	// DialTimeout bounds a connect; zero is 10 s.
+	DialTimeout time.Duration
+	Logger      *slog.Logger
+}
+
+// Session is what the proxy needs to know of one session.
+type Session struct {
+	// Name names the session in records and approval requests.
+	Name  string
+	Allow Allowlist
+	// Hosts answers for these names (lower case) without asking DNS, as
+	// /etc/hosts would: e.g. an internal registry. The answer is judged
+	// like any other address.
+	Hosts map[string][]netip.Addr
+	// Ask, when set, is asked about a host no rule allows and answers
+	// whether a human let it through; nil refuses such hosts.
+	Ask func(ctx context.Context, host string, port uint16) (bool, error)
+	// Report is told of every decision and every connection's end; it
+	// must not block.
+	Report func(Conn)
+}
+
+// Proxy is the egress proxy of one tandem process. Its zero value is not
+// usable; call New.
+type Proxy struct {
+	opts   Options
+	log    *slog.Logger
+	nextID atomic.Uint64
+
+	mu    sync.Mutex
+	ports map[uint16]bool // the proxy's own listening ports
+}
+
+// New returns a proxy; it listens only once a session is opened.
+func New(o Options) *Proxy {
+	if o.Resolver == nil {
+		o.Resolver = net.DefaultResolver
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 10 * time.Second
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Proxy{opts: o, log: log, ports: map[uint16]bool{}}
+}
+
+// Listener is one session's port on the proxy.
+type Listener struct {
+	p      *Proxy
+	s      Session
+	ln     net.Listener
+	port   uint16
+	srv    *http.Server
+	tr     *http.Transport
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	tunnel map[net.Conn]bool
+	closed bool
+}
+
+// Open starts a loopback port for session s. Close it when the session
+// ends.
+func (p *Proxy) Open(s Session) (*Listener, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("egress proxy: listen: %w", err)
+	}
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &Listener{p: p, s: s, ln: ln, port: port, ctx: ctx, cancel: cancel, tunnel: map[net.Conn]bool{}}
+	l.tr = &http.Transport{
+		DialContext: l.dialPlain,
+		// Each plain-HTTP request gets a connection of its own, judged and
+		// recorded: a pooled one would carry a later request past a
+		// decision (a human's, or an allowlist since reloaded).
+		DisableKeepAlives:     true,
+		ResponseHeaderTimeout: 5 * time.Minute,
+		DisableCompression:    true,
+	}
+	l.srv = &http.Server{
+		Handler:           l,
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	p.mu.Lock()
+	p.ports[port] = true
+	p.mu.Unlock()
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		_ = l.srv.Serve(ln)
+	}()
+	return l, nil
+}
+
+// Port is the loopback port the session's programs connect to.
+func (l *Listener) Port() uint16 { return l.port }
+
+// URL is the proxy URL for the session's HTTP_PROXY and friends.
+func (l *Listener) URL() string { return "http://127.0.0.1:" + strconv.Itoa(int(l.port)) }
+
+// Close stops the port and ends the session's open connections.
+func (l *Listener) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	for c := range l.tunnel {
+		_ = c.Close()
+	}
+	l.mu.Unlock()
+	l.cancel()
+	err := l.srv.Close()
+	l.tr.CloseIdleConnections()
+	l.wg.Wait()
+	l.p.mu.Lock()
+	delete(l.p.ports, l.port)
+	l.p.mu.Unlock()
+	return err
+}
+
+// protected reports whether a is tandem's own.
+func (p *Proxy) protected(a netip.AddrPort) bool {
+	ip := a.Addr().Unmap()
+	if ip.IsLoopback() || ip.IsUnspecified() {
+		p.mu.Lock()
+		own := p.ports[a.Port()]
+		p.mu.Unlock()
+		if own {
+			return true
+		}
+	}
+	return p.opts.Protected != nil && p.opts.Protected(netip.AddrPortFrom(ip, a.Port()))
+}
+
+// refusal is a connection the proxy will not make, with the words that
+// say why.
+type refusal struct {
+	conn Conn
+}
+
+func (r *refusal) Error() string {
+	return fmt.Sprintf("tandem's egress proxy refused %s: %s", r.conn.Target(), r.conn.Reason)
+}
+
+// decide judges host:port for the session and, if it may go, returns the
+// addresses to dial (already checked: the dial must use them, never the
+// name again). The decision is reported.
+func (l *Listener) decide(ctx context.Context, host string, port uint16) (Conn, []netip.Addr, error) {
+	c := Conn{
+		ID:      strconv.FormatUint(l.p.nextID.Add(1), 36),
+		Session: l.s.Name, Host: strings.TrimSuffix(strings.ToLower(host), "."), Port: port, Started: time.Now(),
+	}
+	addrs, err := l.judge(ctx, &c)
+	if err != nil {
+		l.report(c)
+		return c, nil, err
+	}
+	l.report(c)
+	return c, addrs, nil
+}
+
+// judge fills c's decision, reason and rule. A name needs a name rule
+// (or a human's yes), an address given as such an address rule (or a
+// human's yes). Whatever the name, every address it resolves to is
+// checked: tandem's own ports never, and a loopback, private or
+// link-local address only where an address rule lists it, so a listed
+// name that resolves to 127.0.0.1 gets nothing. An unlisted name is not
+// looked up before a human lets it through: a lookup alone can carry
+// data out.
+func (l *Listener) judge(ctx context.Context, c *Conn) ([]netip.Addr, error) {
+	refuse := func(why string) ([]netip.Addr, error) {
+		c.Decision, c.Reason = Refused, why
+		return nil, &refusal{conn: *c}
+	}
+	const unlisted = "not on this session's network allowlist (network.allow in tandem.yaml)"
+	if c.Port == 0 {
+		return refuse("port 0")
+	}
+	var cands []netip.Addr
+	var rule Rule
+	listed := false
+	if a, err := netip.ParseAddr(strings.Trim(c.Host, "[]")); err == nil && a.Zone() == "" {
+		a = a.Unmap()
+		c.Host, cands = a.String(), []netip.Addr{a}
+		rule, listed = l.s.Allow.matchAddr(a, c.Port)
+	} else {
+		if err := checkName(c.Host); err != nil {
+			return refuse("not a host name")
+		}
+		rule, listed = l.s.Allow.matchName(c.Host, c.Port)
+	}
+	decision := Allowed
+	if !listed {
+		if l.s.Ask == nil {
+			return refuse(unlisted)
+		}
+		yes, err := l.s.Ask(ctx, c.Host, c.Port)
+		if err != nil || !yes {
+			c.Decision, c.Reason = Denied, "a human did not let it through"
+			if err != nil {
+				c.Reason = "no human let it through: " + err.Error()
+			}
+			return nil, &refusal{conn: *c}
+		}
+		decision = Approved
+	}
+	if cands == nil {
+		resolved, err := l.lookup(ctx, c.Host)
+		if err != nil {
+			return refuse("the name does not resolve: " + err.Error())
+		}
+		cands = resolved
+	}
+	var ok []netip.Addr
+	var why string
+	for _, a := range cands {
+		ap := netip.AddrPortFrom(a, c.Port)
+		if l.p.protected(ap) {
+			why = "it is tandem's own port (" + ap.String() + "), which sessions never reach"
+			continue
+		}
+		if _, byAddr := l.s.Allow.matchAddr(a, c.Port); isSpecial(a) && !byAddr {
+			why = fmt.Sprintf("it resolves to %s, a loopback, private or link-local address that no address rule lists", a)
+			continue
+		}
+		ok = append(ok, a)
+	}
+	if len(ok) == 0 {
+		c.Addr = cands[0].String()
+		return refuse(why)
+	}
+	c.Addr = ok[0].String()
+	c.Decision = decision
+	if decision == Approved {
+		c.Reason = "a human let it through"
+	} else {
+		c.Rule = rule.Entry
+		c.Reason = "allowed by " + strconv.Quote(c.Rule)
+	}
+	return ok, nil
+}
+
+// lookup resolves host through Options.Hosts, then the resolver.
+func (l *Listener) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
+	if as, ok := l.s.Hosts[host]; ok && len(as) > 0 {
+		return as, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.p.opts.DialTimeout)
+	defer cancel()
+	as, err := l.p.opts.Resolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		var dnsErr *net.DNSError
+		if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+			return nil, errors.New("no such host")
+		}
+		return nil, err
+	}
+	if len(as) == 0 {
+		return nil, errors.New("no addresses")
+	}
+	for i := range as {
+		as[i] = as[i].Unmap()
+	}
+	return as, nil
+}
+
+// dial connects to the first of addrs that answers.
+func (l *Listener) dial(ctx context.Context, addrs []netip.Addr, port uint16) (net.Conn, error) {
+	d := net.Dialer{Timeout: l.p.opts.DialTimeout}
+	var err error
+	for _, a := range addrs {
+		var c net.Conn
+		c, err = d.DialContext(ctx, "tcp", netip.AddrPortFrom(a, port).String())
+		if err == nil {
+			return c, nil
+		}
+	}
+	return nil, err
+}
+
+func (l *Listener) report(c Conn) {
+	if l.s.Report != nil {
+		l.s.Report(c)
+	}
+}
+
+// ServeHTTP handles one request a session's program sent to the proxy.
+func (l *Listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Method == http.MethodConnect:
+		l.connect(w, r)
+	case r.URL.IsAbs() && r.URL.Scheme == "http":
+		l.forward(w, r)
+	case r.URL.IsAbs():
+		http.Error(w, "tandem's egress proxy forwards http:// requests; for https, use CONNECT (set HTTPS_PROXY)", http.StatusBadRequest)
+	default:
+		http.Error(w, "this is tandem's egress proxy: send requests through it (HTTP_PROXY, HTTPS_PROXY), not to it", http.StatusBadRequest)
+	}
+}
+
+// splitTarget reads host and port from a CONNECT target or URL host.
+func splitTarget(hostport, defPort string) (string, uint16, error) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		if defPort == "" {
+			return "", 0, fmt.Errorf("%q has no port", hostport)
+		}
+		host, port = strings.Trim(hostport, "[]"), defPort
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || n == 0 {
+		return "", 0, fmt.Errorf("%q is not a port", port)
+	}
+	return host, uint16(n), nil
+}
+
+// refuse answers a refused request with the reason as plain text.
+func refuse(w http.ResponseWriter, err error) {
+	var r *refusal
+	if errors.As(err, &r) {
+		w.Header().Set("X-Tandem-Refused", r.conn.Decision)
+		http.Error(w, r.Error(), http.StatusForbidden)
+		return
+	}
+	http.Error(w, "tandem's egress proxy: "+err.Error(), http.StatusBadGateway)
+}
+
+// connect handles CONNECT: judge, dial, then copy both ways.
+func (l *Listener) connect(w http.ResponseWriter, r *http.Request) {
+	host, port, err := splitTarget(r.Host, "")
+	if err != nil {
+		http.Error(w, "tandem's egress proxy: CONNECT needs host:port: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	c, addrs, err := l.decide(r.Context(), host, port)
+	if err != nil {
+		refuse(w, err)
+		return
+	}
+	up, err := l.dial(r.Context(), addrs, port)
+	if err != nil {
+		l.ended(c, 0, 0)
+		http.Error(w, fmt.Sprintf("tandem's egress proxy: %s: %v", c.Target(), err), http.StatusBadGateway)
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		_ = up.Close()
+		http.Error(w, "tandem's egress proxy: cannot tunnel", http.StatusInternalServerError)
+		return
+	}
+	down, buf, err := hj.Hijack()
+	if err != nil {
+		_ = up.Close()
+		return
+	}
+	if !l.track(down, up) {
+		_ = down.Close()
+		_ = up.Close()
+		return
+	}
+	defer l.untrack(down, up)
+	if _, err := io.WriteString(down, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		l.ended(c, 0, 0)
+		return
+	}
+	var sent int64
+	if n := buf.Reader.Buffered(); n > 0 {
+		// Bytes the client sent right behind its CONNECT.
+		p, _ := buf.Reader.Peek(n)
+		m, err := up.Write(p)
+		sent += int64(m)
+		if err != nil {
+			l.ended(c, sent, 0)
+			return
+		}
+	}
+	upN, downN := pipe(down, up)
+	l.ended(c, sent+upN, downN)
+}
+
+// pipe copies both ways until both directions end; each direction's end
+// is passed on as a half close where the connection supports it.
+func pipe(down, up net.Conn) (upN, downN int64) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		downN, _ = io.Copy(down, up)
+		closeWrite(down)
+	}()
+	upN, _ = io.Copy(up, down)
+	closeWrite(up)
+	wg.Wait()
+	return upN, downN
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+		return
+	}
+	_ = c.Close()
+}
+
+// track files a tunnel's two ends so Close can end them.
+func (l *Listener) track(cs ...net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	for _, c := range cs {
+		l.tunnel[c] = true
+	}
+	return true
+}
+
+func (l *Listener) untrack(cs ...net.Conn) {
+	l.mu.Lock()
+	for _, c := range cs {
+		delete(l.tunnel, c)
+	}
+	l.mu.Unlock()
+	for _, c := range cs {
+		_ = c.Close()
+	}
+}
+
+// ended reports a connection's end.
+func (l *Listener) ended(c Conn, up, down int64) {
+	c.Up, c.Down, c.Ended, c.Duration = up, down, true, time.Since(c.Started)
+	l.report(c)
+}
+
+// forward handles a plain-HTTP request in absolute form: judged when its
+// connection is dialled (dialPlain), then passed on.
+func (l *Listener) forward(w http.ResponseWriter, r *http.Request) {
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL = r.URL
+			pr.Out.Host = r.Host
+			pr.Out.RequestURI = ""
+		},
+		Transport:     l.tr,
+		FlushInterval: -1,
+		ErrorLog:      slog.NewLogLogger(l.p.log.Handler(), slog.LevelDebug),
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			refuse(w, err)
+		},
+	}
+	rp.ServeHTTP(w, r)
+}
+
+// dialPlain is the plain-HTTP transport's dialer: each new connection is
+// judged and reported like a tunnel.
+func (l *Listener) dialPlain(ctx context.Context, _, addr string) (net.Conn, error) {
+	host, port, err := splitTarget(addr, "80")
+	if err != nil {
+		return nil, err
+	}
+	c, addrs, err := l.decide(ctx, host, port)
+	if err != nil {
+		return nil, err
+	}
+	up, err := l.dial(ctx, addrs, port)
+	if err != nil {
+		l.ended(c, 0, 0)
+		return nil, err
+	}
+	return &countedConn{Conn: up, l: l, c: c}, nil
+}
+
+// countedConn counts a plain-HTTP upstream connection's bytes and reports
+// its end.
+type countedConn struct {
+	net.Conn
+	l        *Listener
+	c        Conn
+	up, down atomic.Int64
+	once     sync.Once
+}
+
+func (c *countedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.down.Add(int64(n))
+	return n, err
+}
+
+func (c *countedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.up.Add(int64(n))
+	return n, err
+}
+
+func (c *countedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.ended(c.c, c.up.Load(), c.down.Load()) })
+	return err
+}

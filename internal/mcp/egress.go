@@ -1,0 +1,127 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/tandem-sh/tandem/internal/approval"
+	"github.com/tandem-sh/tandem/internal/audit"
+	"github.com/tandem-sh/tandem/internal/egress"
+	"github.com/tandem-sh/tandem/internal/session"
+)
+
+// EgressProxy opens a session's port on tandem's egress proxy;
+// *egress.Proxy implements it.
+type EgressProxy interface {
+	Open(s egress.Session) (*egress.Listener, error)
+}
+
+// networkTool names a connection through the egress proxy in approvals
+// and audit records.
+const networkTool = "network"
+
+// armEgress lets a target with a network allowlist open its session's
+// proxy port: every decision is audited and filed with the session, and
+// with ask an unlisted host waits for a human.
+func (s *Server) armEgress(c session.Caller, t *session.Target) {
+	e := t.Egress
+	if e == nil || s.deps.Egress == nil {
+		return // a session without a proxy is refused when it starts
+	}
+	e.Open = func(ctx context.Context, sess *session.Session) (uint16, func(), error) {
+		es := egress.Session{Name: sess.Name, Allow: e.Allow, Hosts: e.Hosts,
+			Report: func(conn egress.Conn) { s.noteConnection(c, sess, conn) }}
+		if e.Ask {
+			es.Ask = func(ctx context.Context, host string, port uint16) (bool, error) {
+				return s.askConnection(ctx, c, sess, host, port)
+			}
+		}
+		l, err := s.deps.Egress.Open(es)
+		if err != nil {
+			return 0, nil, err
+		}
+		return l.Port(), func() { _ = l.Close() }, nil
+	}
+}
+
+// noteConnection files one report of the proxy: with the session (for
+// replies, the status strip and the dashboard) and, for a decision, in
+// the audit log.
+func (s *Server) noteConnection(c session.Caller, sess *session.Session, conn egress.Conn) {
+	sess.NoteConnection(conn)
+	if conn.Ended || s.deps.Audit == nil {
+		return
+	}
+	args, _ := json.Marshal(map[string]any{"host": conn.Host, "port": conn.Port, "address": conn.Addr})
+	rec := audit.Record{
+		Time: conn.Started, Tenant: c.Tenant, Actor: c.ID, SessionID: sess.ID, SessionName: sess.Name,
+		Target: sess.Target.Name, Tool: networkTool, Event: audit.EventNetwork, Args: args,
+		Outcome: conn.Decision, Reason: conn.Reason,
+	}
+	if c.Actor != "" {
+		rec.Actor = c.Actor
+	}
+	// Not on the proxy's path: the connection is not held for the disk.
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), auditWaitMax)
+		defer cancel()
+		if _, err := s.deps.Audit.Append(ctx, rec); err != nil {
+			s.log.Error("audit append failed", "tool", networkTool, "err", err)
+		}
+	}()
+}
+
+// askConnection holds a connection to an unlisted host until a human
+// decides; the approval names the session and host:port.
+func (s *Server) askConnection(ctx context.Context, c session.Caller, sess *session.Session, host string, port uint16) (bool, error) {
+	b := s.deps.Approvals
+	if b == nil {
+		return false, fmt.Errorf("nobody can approve it: this server has no approvals")
+	}
+	target := net.JoinHostPort(host, strconv.Itoa(int(port)))
+	act := approval.Action{Tenant: c.Tenant, Actor: c.Actor, SessionID: sess.ID, SessionName: sess.Name,
+		Target: sess.Target.Name, Tool: networkTool, Command: "connect " + target}
+	reason := fmt.Sprintf("session %s wants to reach %s, which its network allowlist does not list", sess.Name, target)
+	out, err := b.Ask(ctx, act, "network.ask", reason, approval.Hooks{Wait: b.Options().Timeout + time.Second})
+	if err != nil {
+		return false, err
+	}
+	return out.Kind == approval.Run, nil
+}
+
+// maxReplyConnections bounds the connections one reply lists.
+const maxReplyConnections = 20
+
+// addNetwork tells the agent, in a finished command's reply, what its
+// command connected to through the egress proxy, and names the hosts
+// that were refused (networkRefused), so a failed download says why.
+func addNetwork(sess *session.Session, rec session.Record, r reply) {
+	if sess.Target.Egress == nil || rec.Started.IsZero() {
+		return
+	}
+	conns := sess.Connections(rec.Started, rec.Started.Add(rec.Duration))
+	var refused []string
+	var list []reply
+	for _, c := range conns {
+		if c.Decision == egress.Refused || c.Decision == egress.Denied {
+			if len(refused) < maxReplyConnections {
+				refused = append(refused, c.Target())
+			}
+			continue
+		}
+		if len(list) < maxReplyConnections {
+			list = append(list, reply{"host": c.Host, "port": c.Port, "address": c.Addr, "decision": c.Decision,
+				"bytesUp": c.Up, "bytesDown": c.Down, "open": !c.Ended})
+		}
+	}
+	if len(refused) > 0 {
+		r["networkRefused"] = refused
+	}
+	if len(list) > 0 {
+		r["connections"] = list
+	}
+}
