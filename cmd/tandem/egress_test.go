@@ -140,7 +140,15 @@ func TestEgressAllowlist(t *testing.T) {
 				}
 				conns, _ := res["connections"].([]any)
 				if len(conns) == 0 {
-					t.Errorf("the reply lists no connection: %v", res)
+					t.Fatalf("the reply lists no connection: %v", res)
+				}
+				c := conns[0].(map[string]any)
+				if c["address"] != "127.0.0.1" || c["decision"] != "allowed" {
+					t.Errorf("the connection's record: %v", c)
+				}
+				// Ended (as it normally is by the reply): its bytes and time.
+				if c["open"] == false && (c["bytesDown"].(float64) < float64(len(tc.stdout)) || c["durationMs"] == nil) {
+					t.Errorf("the ended connection's record: %v", c)
 				}
 				return
 			}

@@ -93,6 +93,20 @@ func (s *Server) askConnection(ctx context.Context, c session.Caller, sess *sess
 	return out.Kind == approval.Run, nil
 }
 
+// endGrace bounds the wait, at a command's end, for the proxy to report
+// the end of the connections its program closed.
+const endGrace = 250 * time.Millisecond
+
+// anyOpen reports whether a connection let through is still open.
+func anyOpen(conns []egress.Conn) bool {
+	for _, c := range conns {
+		if !c.Ended && (c.Decision == egress.Allowed || c.Decision == egress.Approved) {
+			return true
+		}
+	}
+	return false
+}
+
 // maxReplyConnections bounds the connections one reply lists.
 const maxReplyConnections = 20
 
@@ -103,7 +117,15 @@ func addNetwork(sess *session.Session, rec session.Record, r reply) {
 	if sess.Target.Egress == nil || rec.Started.IsZero() {
 		return
 	}
-	conns := sess.Connections(rec.Started, rec.Started.Add(rec.Duration))
+	until := rec.Started.Add(rec.Duration)
+	conns := sess.Connections(rec.Started, until)
+	// A connection the command's program closed as it exited is reported
+	// ended a moment later (the proxy sees the close on its own time);
+	// one still open after the grace is a background job's.
+	for deadline := time.Now().Add(endGrace); time.Now().Before(deadline) && anyOpen(conns); {
+		time.Sleep(10 * time.Millisecond)
+		conns = sess.Connections(rec.Started, until)
+	}
 	var refused []string
 	var list []reply
 	for _, c := range conns {
@@ -114,8 +136,12 @@ func addNetwork(sess *session.Session, rec session.Record, r reply) {
 			continue
 		}
 		if len(list) < maxReplyConnections {
-			list = append(list, reply{"host": c.Host, "port": c.Port, "address": c.Addr, "decision": c.Decision,
-				"bytesUp": c.Up, "bytesDown": c.Down, "open": !c.Ended})
+			r := reply{"host": c.Host, "port": c.Port, "address": c.Addr, "decision": c.Decision,
+				"bytesUp": c.Up, "bytesDown": c.Down, "open": !c.Ended}
+			if c.Ended {
+				r["durationMs"] = c.Duration.Milliseconds()
+			}
+			list = append(list, r)
 		}
 	}
 	if len(refused) > 0 {

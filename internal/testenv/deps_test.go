@@ -22,7 +22,7 @@ func TestDepsInstallsOnlyWhatIsMissing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := []string{"chromium", "asciinema", "less", "python3", "git", "make", "tmux"}
+	all := []string{"chromium", "asciinema", "less", "python3", "git", "curl", "make", "tmux"}
 	tests := []struct {
 		name     string
 		commands []string // besides bash: the commands on PATH
@@ -30,7 +30,7 @@ func TestDepsInstallsOnlyWhatIsMissing(t *testing.T) {
 		want     []string
 	}{
 		{"fresh Debian", nil, false, false,
-			[]string{"openssh-server", "chromium", "asciinema", "less", "python3", "git", "make", "nodejs", "npm", "tmux", "postgresql"}},
+			[]string{"openssh-server", "chromium", "asciinema", "less", "python3", "git", "curl", "make", "nodejs", "npm", "tmux", "postgresql"}},
 		{"NodeSource node brings npm", append(all, "node", "npm"), true, true, nil},
 		{"Debian nodejs without npm", append(all, "node"), true, true, []string{"npm"}},
 		{"everything but Node", all, true, true, []string{"nodejs", "npm"}},

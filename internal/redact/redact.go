@@ -1,0 +1,201 @@
+package redact
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// MinSecretLen is the shortest value, in bytes, that a secret file, an
+// environment variable or a [Literal] contributes. Shorter values (a port,
+// "true", a region code) would redact ordinary words wherever they appear,
+// so they are ignored, however secret they are meant to be.
+const MinSecretLen = 6
+
+// Config says what counts as a secret: the redact section of tandem.yaml.
+type Config struct {
+	// SecretFiles are files whose values are secrets: dotenv, INI (such as
+	// ~/.aws/credentials) or JSON. A leading "~/" means Options.Home. Every
+	// value of at least MinSecretLen bytes counts, so list files that hold
+	// secrets, not general configuration.
+	SecretFiles []string `yaml:"secretFiles"`
+	// Env names environment variables whose values are secrets. A name
+	// that is unset has no value to hide and is skipped.
+	Env []string `yaml:"env"`
+	// Patterns turns the built-in token patterns (cloud keys, API tokens,
+	// JWTs, private keys, passwords in URLs and connection strings) on or
+	// off. Nil means on.
+	Patterns *bool `yaml:"patterns"`
+	// Entropy also redacts long random-looking strings: runs of at least
+	// 24 bytes of [A-Za-z0-9+/=_-] that mix letters and digits and carry
+	// at least 4 bits of Shannon entropy per byte. Hex strings (git
+	// hashes, digests, UUIDs) are never taken: they are identifiers an
+	// agent needs. It catches secrets no pattern knows, at the cost of
+	// base64 hashes and IDs that look random too, and it makes a Stream
+	// hold back a word at the end of its text until the next byte; so it
+	// is off unless set.
+	Entropy bool `yaml:"entropy"`
+	// Viewers says whether human viewers see redacted output too. This
+	// package carries it for the caller and does not use it.
+	Viewers bool `yaml:"viewers"`
+}
+
+// Options are what New needs from outside the config file: the facts of
+// the process, passed in so that the package reads no environment.
+type Options struct {
+	// Home expands a leading "~/" in Config.SecretFiles. Empty means such
+	// a path is an error.
+	Home string
+	// Environ is the KEY=VALUE list Config.Env names are looked up in
+	// (os.Environ() in a real run). A later entry for a key wins.
+	Environ []string
+	// Literals are further secret values, such as an SSH password tandem
+	// holds. Nil means none.
+	Literals []Literal
+}
+
+// Literal is one secret value matched exactly.
+type Literal struct {
+	// Value is the secret. Values shorter than MinSecretLen are ignored.
+	Value string
+	// Kind names the secret in its marker, e.g. "ssh-password". Empty
+	// means "literal".
+	Kind string
+}
+
+// Redactor finds secrets in text and replaces them with markers. It is
+// immutable once built, and safe for concurrent use.
+type Redactor struct {
+	m matcher
+}
+
+// New compiles c into a Redactor, reading c.SecretFiles. An error names the
+// file or setting that is wrong and why.
+func New(c Config, o Options) (*Redactor, error) {
+	var lits []Literal
+	for _, p := range c.SecretFiles {
+		vals, err := readSecretFile(p, o.Home)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range vals {
+			lits = append(lits, Literal{Value: v, Kind: "file"})
+		}
+	}
+	env := environ(o.Environ)
+	for _, name := range c.Env {
+		if name == "" || strings.Contains(name, "=") {
+			return nil, fmt.Errorf("redact: env: %q is not an environment variable name", name)
+		}
+		if v, ok := env[name]; ok {
+			lits = append(lits, Literal{Value: v, Kind: "env"})
+		}
+	}
+	for _, l := range o.Literals {
+		if l.Kind == "" {
+			l.Kind = "literal"
+		}
+		lits = append(lits, l)
+	}
+	var rules []rule
+	if c.Patterns == nil || *c.Patterns {
+		rules = builtinRules()
+	}
+	return &Redactor{m: newMatcher(literals(lits), rules, c.Entropy)}, nil
+}
+
+// environ maps a KEY=VALUE list; a later entry for a key wins, as in
+// os/exec.
+func environ(kv []string) map[string]string {
+	m := make(map[string]string, len(kv))
+	for _, e := range kv {
+		if k, v, ok := strings.Cut(e, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// literals prepares secret values for matching: it trims from each a
+// partial rune at either end (such bytes cannot occur in valid UTF-8 text
+// next to the rest, and a match there would cut a rune in two), drops
+// values shorter than MinSecretLen, keeps the first kind given for a
+// repeated value, and sorts the rest longest first. A value with "\n" line
+// breaks is matched with "\r\n" ones too, as a terminal prints it.
+func literals(in []Literal) []Literal {
+	seen := make(map[string]bool, len(in))
+	var out []Literal
+	add := func(v, kind string) {
+		if len(v) >= MinSecretLen && !seen[v] {
+			seen[v] = true
+			out = append(out, Literal{Value: v, Kind: kind})
+		}
+	}
+	for _, l := range in {
+		v := trimPartialRunes(l.Value)
+		add(v, l.Kind)
+		if strings.Contains(v, "\n") && !strings.Contains(v, "\r\n") {
+			add(strings.ReplaceAll(v, "\n", "\r\n"), l.Kind)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Literal) int { return len(b.Value) - len(a.Value) })
+	return out
+}
+
+// trimPartialRunes removes continuation bytes from the start of s and an
+// incomplete rune from its end.
+func trimPartialRunes(s string) string {
+	for s != "" && !utf8.RuneStart(s[0]) {
+		s = s[1:]
+	}
+	for k := len(s) - 1; k >= 0 && k >= len(s)-utf8.UTFMax; k-- {
+		if utf8.RuneStart(s[k]) {
+			if !utf8.FullRuneInString(s[k:]) {
+				s = s[:k]
+			}
+			break
+		}
+	}
+	return s
+}
+
+// Counts says how many markers of each kind a redaction wrote, so that a
+// caller can tell the agent (or an audit log) that something was hidden.
+// A marker that covers several overlapping matches counts once, under its
+// own kind. A nil Counts means none.
+type Counts map[string]int
+
+// Total is the number of markers of all kinds.
+func (c Counts) Total() int {
+	n := 0
+	for _, k := range c {
+		n += k
+	}
+	return n
+}
+
+// FileError is a secret file that could not be read or parsed.
+type FileError struct {
+	// Path is the file as configured, before "~/" is expanded.
+	Path string
+	// Line is the 1-based line at fault, or 0 for the whole file.
+	Line int
+	// Err is what was wrong.
+	Err error
+}
+
+// Error says which file, which line if any, and what was wrong.
+func (e *FileError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("redact: secret file %s: line %d: %v", e.Path, e.Line, e.Err)
+	}
+	return fmt.Sprintf("redact: secret file %s: %v", e.Path, e.Err)
+}
+
+// Unwrap returns the cause, so that errors.Is(err, fs.ErrNotExist) works.
+func (e *FileError) Unwrap() error { return e.Err }
+
+// errNoHome is a "~/" path when Options.Home is empty.
+var errNoHome = errors.New("no home directory to expand ~/ in (Options.Home is empty)")

@@ -1,0 +1,150 @@
+package redact_test
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tandem-sh/tandem/internal/redact"
+)
+
+func TestParseSecretFile(t *testing.T) {
+	tests := []struct {
+		name, file, data string
+		want             []string // sorted
+		wantLine         int      // the line an error names; 0: no error
+	}{
+		{
+			name: "dotenv", file: ".env",
+			data: "# comment\n\nA=abcdefgh\nexport B='single q'\nC=\"dbl \\\"q\\\" \\n x\"\nD = plain value # trailing\nE=\n",
+			want: []string{"", "abcdefgh", "dbl \"q\" \n x", "plain value", "single q"},
+		},
+		{
+			name: "dotenv crlf", file: "app.env",
+			data: "TOKEN=abcdefgh\r\nOTHER=\"quoted\"\r\n",
+			want: []string{"abcdefgh", "quoted"},
+		},
+		{
+			name: "dotenv multi-line value", file: ".env",
+			data: "KEY=\"-----BEGIN\nabc\n-----END\"\nX=y\n",
+			want: []string{"-----BEGIN\nabc\n-----END", "y"},
+		},
+		{
+			name: "dotenv hash inside a value", file: ".env",
+			data: "URL=http://h/#frag\nP='a #b'\n",
+			want: []string{"a #b", "http://h/#frag"},
+		},
+		{name: "token file", file: "token", data: "ghp_abcdef123456\n", want: []string{"ghp_abcdef123456"}},
+		{name: "base64 token file", file: "token", data: "dGVzdHRva2VuMTI=\n", want: []string{"dGVzdHRva2VuMTI="}},
+		{name: "empty file", file: ".env", data: "", want: nil},
+		{name: "dotenv bad line", file: ".env", data: "A=1\nnot an assignment\nB=2\n", wantLine: 2},
+		{name: "dotenv bad key", file: ".env", data: "A=1\n1B=2\n", wantLine: 2},
+		{name: "dotenv unclosed quote", file: ".env", data: "A=1\nB=\"never closed\nC=3\n", wantLine: 2},
+		{
+			name: "aws credentials", file: "credentials",
+			data: "[default]\naws_access_key_id = " + awsKey + "\naws_secret_access_key = " + awsSecret + "\n\n; comment\n[prod]\nregion: eu-west-1\n",
+			want: []string{awsKey, "eu-west-1", awsSecret},
+		},
+		{
+			name: "ini continuation", file: "app.ini",
+			data: "[s]\nkey = \"quoted value\"\nmulti =\n  first line\n  second line\n",
+			want: []string{"", "first line", "quoted value", "second line"},
+		},
+		{
+			name: "kube config", file: "config",
+			data: "apiVersion: v1\nusers:\n- name: admin\n  user:\n    token: abcdef123456\n",
+			want: []string{"", "", "abcdef123456", "admin", "v1"},
+		},
+		{name: "ini bad section", file: "x.cfg", data: "[s\nk=v\n", wantLine: 1},
+		{name: "ini bad line", file: "x.ini", data: "[s]\nk=v\njunk\n", wantLine: 3},
+		{
+			name: "json", file: "sa.json",
+			data: `{"a":"x1","b":{"c":["y2",1,true,null,"z3"]},"n":{"k":""}}`,
+			want: []string{"", "x1", "y2", "z3"},
+		},
+		{name: "json content, other name", file: "token.txt", data: `  {"token": "abcdef123"}` + "\n", want: []string{"abcdef123"}},
+		{name: "json array", file: "secrets", data: `["abcdefgh", {"k": "ijklmnop"}]`, want: []string{"abcdefgh", "ijklmnop"}},
+		{name: "json invalid", file: "sa.json", data: `{"a": `, wantLine: -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := redact.ParseSecretFile(tt.file, []byte(tt.data))
+			if tt.wantLine != 0 {
+				var fe *redact.FileError
+				if !errors.As(err, &fe) {
+					t.Fatalf("err = %v (%T), want a *FileError", err, err)
+				}
+				if fe.Path != tt.file || (tt.wantLine > 0 && fe.Line != tt.wantLine) {
+					t.Errorf("err = %v, want it to name %s line %d", err, tt.file, tt.wantLine)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("values = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewSecretFiles(t *testing.T) {
+	home := t.TempDir()
+	write := func(rel, data string) {
+		p := filepath.Join(home, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(".aws/credentials", "[default]\naws_secret_access_key = averysecretvalue\nregion = us\n")
+	write("app/.env", "DB_PASSWORD=tops3cret\nPORT=8080\n")
+	write("sa.json", `{"private_key_id": "0123456789abcdef", "type": "service_account"}`)
+	abs := filepath.Join(home, "app/.env")
+
+	r := newRedactor(t, redact.Config{SecretFiles: []string{"~/.aws/credentials", abs, "~/sa.json"}}, redact.Options{Home: home})
+	in := "averysecretvalue us tops3cret 8080 0123456789abcdef service_account"
+	want := "[REDACTED:file] us [REDACTED:file] 8080 [REDACTED:file] [REDACTED:file]"
+	if got, counts := r.String(in); got != want || counts["file"] != 4 {
+		t.Errorf("String = %q, %v; want %q", got, counts, want)
+	}
+
+	tests := []struct {
+		name string
+		path string
+		home string
+		want []string // in the message
+		is   error
+	}{
+		{"missing", "~/.config/none.env", home, []string{"~/.config/none.env", "no such file", "secretFiles"}, fs.ErrNotExist},
+		{"no home", "~/.env", "", []string{"~/.env", "Options.Home"}, nil},
+		{"other user", "~bob/.env", home, []string{"~bob/.env", "~user"}, nil},
+		{"bad content", "~/bad.env", home, []string{"~/bad.env", "line 2", "KEY=value"}, nil},
+	}
+	write("bad.env", "A=1\nnot dotenv\n")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := redact.New(redact.Config{SecretFiles: []string{tt.path}}, redact.Options{Home: tt.home})
+			var fe *redact.FileError
+			if !errors.As(err, &fe) {
+				t.Fatalf("err = %v, want a *FileError", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("err = %q, want it to say %q", err, w)
+				}
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("err = %v, want errors.Is %v", err, tt.is)
+			}
+		})
+	}
+}
