@@ -109,6 +109,15 @@ func TestEgressAllowlist(t *testing.T) {
 		t.Fatalf("proxy ports: a %q, b %q", aProxy, bProxy)
 	}
 
+	// Another user's process can reach the loopback port too, but not
+	// use it: the credential is in the session's HTTP_PROXY only.
+	outside := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: "127.0.0.1:" + aProxy})}}
+	if resp, err := outside.Get("http://plain.test:" + strconv.Itoa(plainPort) + "/"); err != nil || resp.StatusCode != http.StatusProxyAuthRequired {
+		t.Errorf("a client without the session's credential: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
 	curl := "curl -sS --max-time 20 --cacert ca.pem "
 	tests := []struct {
 		name    string

@@ -58,8 +58,8 @@ func openBench(b *testing.B, port uint16) *Listener {
 }
 
 // dialVia connects to target directly (proxy "") or through a CONNECT
-// tunnel of the proxy.
-func dialVia(proxy, target string) (net.Conn, io.Reader, error) {
+// tunnel of the proxy, presenting l's credential.
+func dialVia(l *Listener, proxy, target string) (net.Conn, io.Reader, error) {
 	if proxy == "" {
 		c, err := net.Dial("tcp", target)
 		return c, c, err
@@ -68,7 +68,7 @@ func dialVia(proxy, target string) (net.Conn, io.Reader, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", target, target, auth(l))
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
 	if err != nil || resp.StatusCode != http.StatusOK {
@@ -141,7 +141,7 @@ func BenchmarkProxyThroughput(b *testing.B) {
 			}
 			return float64(size) / time.Since(start).Seconds() / 1e6
 		}
-		c, r, err := dialVia(via, target)
+		c, r, err := dialVia(l, via, target)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -180,7 +180,7 @@ func BenchmarkProxyConnect(b *testing.B) {
 	proxy := "127.0.0.1:" + strconv.Itoa(int(l.Port()))
 	one := func(via string) float64 {
 		start := time.Now()
-		c, r, err := dialVia(via, target)
+		c, r, err := dialVia(l, via, target)
 		if err != nil {
 			b.Fatal(err)
 		}

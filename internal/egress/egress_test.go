@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -312,7 +313,7 @@ func TestProxyOwnPorts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", target, target)
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n\r\n", target, target, auth(f.l))
 		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		b, _ := io.ReadAll(io.LimitReader(c, 4096))
 		c.Close()
@@ -342,7 +343,7 @@ func TestProxyAsks(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", target, target, auth(f.l))
 		line, _ := bufio.NewReader(c).ReadString('\n')
 		return line
 	}
@@ -376,7 +377,9 @@ func TestProxyAsks(t *testing.T) {
 // plain explanation, and bad CONNECT targets a clear 400.
 func TestProxyNotAProxyRequest(t *testing.T) {
 	f := newFixture(t, []string{"example.com"}, nil, nil)
-	resp, err := http.Get(f.l.URL() + "/")
+	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", f.l.Port()), nil)
+	req.Header.Set("Proxy-Authorization", strings.TrimSuffix(strings.TrimPrefix(auth(f.l), "Proxy-Authorization: "), "\r\n"))
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +393,7 @@ func TestProxyNotAProxyRequest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", target, target, auth(f.l))
 		line, _ := bufio.NewReader(c).ReadString('\n')
 		c.Close()
 		if !strings.Contains(line, " 400 ") && !strings.Contains(line, " 403 ") {
@@ -422,7 +425,7 @@ func TestProxyCloseEndsTunnels(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: x\r\n\r\nping", echo.Addr())
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: x\r\n%s\r\nping", echo.Addr(), auth(f.l))
 	r := bufio.NewReader(c)
 	for {
 		line, err := r.ReadString('\n')
@@ -461,5 +464,43 @@ func TestPresetsInREADME(t *testing.T) {
 		if !strings.Contains(string(readme), line) {
 			t.Errorf("the README does not list %q", strings.TrimSpace(line))
 		}
+	}
+}
+
+// auth is the Proxy-Authorization header line of l's credential.
+func auth(l *Listener) string {
+	return "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("tandem:"+l.Token())) + "\r\n"
+}
+
+// TestProxyNeedsTheCredential: a client without the session's credential
+// (another user's process can reach the loopback port too) is refused
+// before anything is judged, asked or recorded.
+func TestProxyNeedsTheCredential(t *testing.T) {
+	asked := false
+	f := newFixture(t, []string{"127.0.0.1"}, nil, func(context.Context, string, uint16) (bool, error) { asked = true; return true, nil })
+	for name, header := range map[string]string{
+		"none":           "",
+		"wrong password": "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("tandem:"+strings.Repeat("0", 32))) + "\r\n",
+		"wrong user":     "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("root:"+f.l.Token())) + "\r\n",
+		"not basic":      "Proxy-Authorization: Bearer " + f.l.Token() + "\r\n",
+		"bad base64":     "Proxy-Authorization: Basic !!!\r\n",
+	} {
+		c, err := net.Dial("tcp", f.l.ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "CONNECT unlisted.test:443 HTTP/1.1\r\nHost: unlisted.test:443\r\n%sConnection: close\r\n\r\n", header)
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		b, _ := io.ReadAll(c)
+		c.Close()
+		if !strings.Contains(string(b), " 407 ") || !strings.Contains(string(b), "Proxy-Authenticate") {
+			t.Errorf("%s: %q", name, b)
+		}
+	}
+	if asked || len(f.reports()) != 0 {
+		t.Errorf("a client without the credential was judged: asked %v, reports %v", asked, f.reports())
+	}
+	if !strings.Contains(f.l.URL(), "tandem:"+f.l.Token()+"@127.0.0.1:") {
+		t.Errorf("the proxy URL carries no credential: %s", f.l.URL())
 	}
 }

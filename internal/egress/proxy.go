@@ -11,6 +11,10 @@ package egress
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -135,6 +139,7 @@ type Listener struct {
 	s      Session
 	ln     net.Listener
 	port   uint16
+	token  string
 	srv    *http.Server
 	tr     *http.Transport
 	ctx    context.Context
@@ -154,8 +159,13 @@ func (p *Proxy) Open(s Session) (*Listener, error) {
 		return nil, fmt.Errorf("egress proxy: listen: %w", err)
 	}
 	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	var tb [16]byte
+	if _, err := rand.Read(tb[:]); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("egress proxy: token: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &Listener{p: p, s: s, ln: ln, port: port, ctx: ctx, cancel: cancel, tunnel: map[net.Conn]bool{}}
+	l := &Listener{p: p, s: s, ln: ln, port: port, token: hex.EncodeToString(tb[:]), ctx: ctx, cancel: cancel, tunnel: map[net.Conn]bool{}}
 	l.tr = &http.Transport{
 		DialContext: l.dialPlain,
 		// Each plain-HTTP request gets a connection of its own, judged and
@@ -185,8 +195,39 @@ func (p *Proxy) Open(s Session) (*Listener, error) {
 // Port is the loopback port the session's programs connect to.
 func (l *Listener) Port() uint16 { return l.port }
 
-// URL is the proxy URL for the session's HTTP_PROXY and friends.
-func (l *Listener) URL() string { return "http://127.0.0.1:" + strconv.Itoa(int(l.port)) }
+// Token is the credential the session's programs present on the port
+// (Proxy-Authorization, user "tandem"): a process of another user on this
+// machine, which could connect to the loopback port too, cannot use the
+// session's allowlist, nor ask a human in its name.
+func (l *Listener) Token() string { return l.token }
+
+// URL is the proxy URL, credential included, for the session's
+// HTTP_PROXY and friends.
+func (l *Listener) URL() string {
+	return "http://" + proxyUser + ":" + l.token + "@127.0.0.1:" + strconv.Itoa(int(l.port))
+}
+
+// proxyUser is the user name of the session's credential.
+const proxyUser = "tandem"
+
+// authorized checks the request's Proxy-Authorization in constant time.
+func (l *Listener) authorized(r *http.Request) bool {
+	user, pass, ok := parseProxyAuth(r.Header.Get("Proxy-Authorization"))
+	return ok && subtle.ConstantTimeCompare([]byte(user+":"+pass), []byte(proxyUser+":"+l.token)) == 1
+}
+
+// parseProxyAuth reads a Basic Proxy-Authorization header.
+func parseProxyAuth(h string) (user, pass string, ok bool) {
+	const prefix = "Basic "
+	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return "", "", false
+	}
+	b, err := base64.StdEncoding.DecodeString(h[len(prefix):])
+	if err != nil {
+		return "", "", false
+	}
+	return strings.Cut(string(b), ":")
+}
 
 // Close stops the port and ends the session's open connections.
 func (l *Listener) Close() error {
@@ -378,6 +419,12 @@ func (l *Listener) report(c Conn) {
 
 // ServeHTTP handles one request a session's program sent to the proxy.
 func (l *Listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !l.authorized(r) {
+		w.Header().Set("Proxy-Authenticate", `Basic realm="tandem"`)
+		http.Error(w, "tandem's egress proxy: this port serves one session's programs, which present its credential (the user and password in their HTTP_PROXY)", http.StatusProxyAuthRequired)
+		return
+	}
+	r.Header.Del("Proxy-Authorization") // never passed on
 	switch {
 	case r.Method == http.MethodConnect:
 		l.connect(w, r)

@@ -32,7 +32,7 @@ func (s *Server) armEgress(c session.Caller, t *session.Target) {
 	if e == nil || s.deps.Egress == nil {
 		return // a session without a proxy is refused when it starts
 	}
-	e.Open = func(ctx context.Context, sess *session.Session) (uint16, func(), error) {
+	e.Open = func(ctx context.Context, sess *session.Session) (uint16, string, func(), error) {
 		es := egress.Session{Name: sess.Name, Allow: e.Allow, Hosts: e.Hosts,
 			Report: func(conn egress.Conn) { s.noteConnection(c, sess, conn) }}
 		if e.Ask {
@@ -42,9 +42,9 @@ func (s *Server) armEgress(c session.Caller, t *session.Target) {
 		}
 		l, err := s.deps.Egress.Open(es)
 		if err != nil {
-			return 0, nil, err
+			return 0, "", nil, err
 		}
-		return l.Port(), func() { _ = l.Close() }, nil
+		return l.Port(), l.Token(), func() { _ = l.Close() }, nil
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/egress"
+	"github.com/tandem-sh/tandem/internal/shell"
 )
 
 // Egress is a local target's network allowlist, served by tandem's egress
@@ -19,8 +20,9 @@ type Egress struct {
 	// Hosts answers for these names without DNS.
 	Hosts map[string][]netip.Addr
 	// Open starts the session's port on the proxy before its shell
-	// starts; close ends it with the session.
-	Open func(ctx context.Context, s *Session) (port uint16, close func(), err error)
+	// starts, with the credential its programs present there; close ends
+	// it with the session.
+	Open func(ctx context.Context, s *Session) (port uint16, token string, close func(), err error)
 }
 
 // errNoProxy: a target with an allowlist and nothing to serve it. The
@@ -32,23 +34,24 @@ var errNoProxy = errors.New("the target has a network allowlist, and this server
 const maxConnections = 256
 
 // openEgress opens the session's proxy port, if its target has an
-// allowlist.
-func (s *Session) openEgress(ctx context.Context) (uint16, error) {
+// allowlist, and tells the shell of it.
+func (s *Session) openEgress(ctx context.Context, so *shell.Options) error {
 	e := s.Target.Egress
 	if e == nil {
-		return 0, nil
+		return nil
 	}
 	if e.Open == nil {
-		return 0, errNoProxy
+		return errNoProxy
 	}
-	port, closeFn, err := e.Open(ctx, s)
+	port, token, closeFn, err := e.Open(ctx, s)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	s.mu.Lock()
 	s.egressClose = closeFn
 	s.mu.Unlock()
-	return port, nil
+	so.ProxyPort, so.ProxyToken = port, token
+	return nil
 }
 
 // closeEgress ends the session's proxy port and its open connections.

@@ -192,7 +192,7 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 	if t.JudgeExec != nil {
 		so.JudgeExec = func(ctx context.Context, x shell.ExecInfo) shell.ExecRuling { return t.JudgeExec(ctx, s, x) }
 	}
-	if so.ProxyPort, err = s.openEgress(ctx); err != nil {
+	if err := s.openEgress(ctx, so); err != nil {
 		return nil, "", fmt.Errorf("connect %q: egress proxy: %w", name, err)
 	}
 	if err := m.record(s, so); err != nil {

@@ -39,6 +39,10 @@ type Launch struct {
 	// local unsandboxed or with network on) must fail Dial rather than
 	// run with more network than configured.
 	ProxyPort uint16
+	// ProxyToken is the session's credential on that port: the proxy
+	// URL in the environment carries it, and the proxy refuses a client
+	// without it (another user's process on this machine).
+	ProxyToken string
 }
 
 // Dialer starts a shell on one target. Each backend's configuration

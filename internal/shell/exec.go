@@ -714,7 +714,10 @@ var ErrUnresponsive = errors.New("shell unresponsive")
 func (s *Shell) want() {
 	a := s.agent
 	rec := []byte("- 0\n") // nothing wanted any more: the shell stages nothing
-	if a != nil && a.phase == phaseStaging && !a.sent {
+	// Not for a line the human's typed-ahead command has preempted: its
+	// call is giving up, and a line staged now would sit on the prompt
+	// until its unstage key came, behind the next call's stage key.
+	if a != nil && a.phase == phaseStaging && !a.sent && !a.preempt {
 		a.sent = true
 		hdr := a.rec.ID + " " + strconv.Itoa(len(a.rec.Command))
 		if p := s.nextPair(); p > 0 {

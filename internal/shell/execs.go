@@ -67,6 +67,10 @@ type ExecRecord struct {
 // (see Launch.JudgeExec). foreground is as in ExecInfo.
 type LaunchJudge func(ctx context.Context, e execguard.Exec, foreground bool) execguard.Verdict
 
+// lineStartWait bounds how long a foreground program waits for the
+// terminal reader to see the start of the line a viewer submitted.
+const lineStartWait = 2 * time.Second
+
 // judgeExec is the Shell's LaunchJudge: it allows the shell's own start-up
 // (the launcher's exec of sh, sh's of bash, the integration's stty and
 // mkfifo, the user's rc) unjudged, then asks opts.JudgeExec with the
@@ -76,6 +80,15 @@ func (s *Shell) judgeExec(ctx context.Context, e execguard.Exec, foreground bool
 	if !s.ready {
 		s.mu.Unlock()
 		return execguard.Allow
+	}
+	if foreground && s.agent == nil && s.human == nil && (len(s.credits) > 0 || len(s.typed) > 0) {
+		// A line a viewer submitted starts a program before the terminal
+		// reader has seen its start mark (a loaded machine): the program
+		// waits in the kernel until the reader names its command, or the
+		// line turns out to have gone elsewhere.
+		_ = s.waitUntil(ctx, lineStartWait, func() bool {
+			return s.agent != nil || s.human != nil || (len(s.credits) == 0 && len(s.typed) == 0)
+		})
 	}
 	x := ExecInfo{Exec: e, Foreground: foreground}
 	var rec *Record

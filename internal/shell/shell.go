@@ -63,6 +63,8 @@ type Options struct {
 	// a sandboxed local shell may connect there and nowhere else (see
 	// Launch.ProxyPort).
 	ProxyPort uint16
+	// ProxyToken is the session's credential on the proxy port.
+	ProxyToken string
 }
 
 // Record is one finished command, the agent's or the human's.
@@ -220,7 +222,7 @@ func Start(ctx context.Context, d Dialer, opts *Options) (*Shell, error) {
 		return nil, fmt.Errorf("shell start: %w: nonce: %w", ErrStart, err)
 	}
 	s.nonce = hex.EncodeToString(nb[:])
-	l := Launch{Command: LaunchCommand(), Cols: s.opts.Cols, Rows: s.opts.Rows, ProxyPort: s.opts.ProxyPort}
+	l := Launch{Command: LaunchCommand(), Cols: s.opts.Cols, Rows: s.opts.Rows, ProxyPort: s.opts.ProxyPort, ProxyToken: s.opts.ProxyToken}
 	if s.opts.JudgeExec != nil {
 		l.JudgeExec = s.judgeExec
 	}

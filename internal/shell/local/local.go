@@ -190,7 +190,7 @@ func (o *Options) start(ctx context.Context, l shell.Launch, runDir string) (*co
 	cmd.Dir = o.Workspace
 	cmd.Env = o.environ(l.Env, runDir)
 	if l.ProxyPort != 0 {
-		cmd.Env = append(cmd.Env, proxyEnv(l.ProxyPort)...)
+		cmd.Env = append(cmd.Env, proxyEnv(l.ProxyPort, l.ProxyToken)...)
 	}
 
 	size := &pty.Winsize{Cols: shell.DefaultCols, Rows: shell.DefaultRows}
@@ -260,11 +260,15 @@ func (o *Options) environ(launch []string, runDir string) []string {
 }
 
 // proxyEnv points every tool that honours the usual proxy variables at
-// the session's port on tandem's egress proxy, and empties NO_PROXY: a
-// tool that ignores them fails to connect (the sandbox allows that port
-// only) rather than reaching out on its own.
-func proxyEnv(port uint16) []string {
+// the session's port on tandem's egress proxy, with the session's
+// credential, and empties NO_PROXY: a tool that ignores them fails to
+// connect (the sandbox allows that port only) rather than reaching out
+// on its own.
+func proxyEnv(port uint16, token string) []string {
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	if token != "" {
+		url = fmt.Sprintf("http://tandem:%s@127.0.0.1:%d", token, port)
+	}
 	var env []string
 	for _, name := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
 		env = append(env, name+"="+url, strings.ToLower(name)+"="+url)
