@@ -272,7 +272,19 @@ func TestProxyJudges(t *testing.T) {
 			}
 		})
 	}
-	f.l.tr.CloseIdleConnections() // the plain connection ends
+	// A connection's end is reported when the proxy sees the close, on its
+	// own time: wait for both.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		n := 0
+		for _, c := range f.reports() {
+			if c.Ended {
+				n++
+			}
+		}
+		if n >= 2 {
+			break
+		}
+	}
 	var refused, ended int
 	for _, c := range f.reports() {
 		switch {
