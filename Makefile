@@ -53,6 +53,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'BenchmarkOutput100MBps' -benchtime 10s ./internal/recording/
 	$(GO) test -run '^$$' -bench 'BenchmarkShell' ./internal/shell/
 	$(GO) test -run '^$$' -bench 'BenchmarkProxy' -benchtime 1x ./internal/egress/
+	$(GO) test -run '^$$' -bench 'BenchmarkRedactReply' -benchtime 1x ./cmd/tandem/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParser -fuzztime 30s ./internal/term/

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/tandem-sh/tandem/internal/store"
+	"github.com/tandem-sh/tandem/internal/store/sqlite"
 	"github.com/tandem-sh/tandem/internal/testenv"
 )
 
@@ -187,6 +189,39 @@ func TestEgressAllowlist(t *testing.T) {
 	}
 	if decisions["allowed"] < 2 || decisions["refused"] < 7 {
 		t.Errorf("audited network decisions %v; want 2 allowed and 7 refused at least:\n%s", decisions, out)
+	}
+
+	// Each command's durable row lists the connections its programs asked for.
+	_ = srv.cs.Close() // closes stdin and waits for the process: every row is written
+	st, err := sqlite.Open(context.Background(), srv.dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rows := map[string][]store.Connection{}
+	for _, r := range auditRecords(t, srv.dataDir) {
+		if r.Event != "session_start" {
+			continue
+		}
+		cmds, err := st.Commands(context.Background(), r.SessionID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cmds {
+			rows[c.Command] = c.Connections
+		}
+	}
+	good := rows[tests[0].cmd]
+	if len(good) != 1 || good[0].Host != "good.test" || good[0].Port != tlsPort || good[0].Addr != "127.0.0.1" ||
+		good[0].Decision != "allowed" || good[0].BytesDown == 0 || good[0].BytesUp == 0 {
+		t.Errorf("the row of %q lists %+v", tests[0].cmd, good)
+	}
+	other := rows[tests[2].cmd]
+	if len(other) != 1 || other[0].Host != "other.test" || other[0].Decision != "refused" {
+		t.Errorf("the row of %q lists %+v", tests[2].cmd, other)
+	}
+	if none := rows[tests[5].cmd]; len(none) != 0 {
+		t.Errorf("a command that used no proxy lists %+v", none)
 	}
 }
 

@@ -48,6 +48,11 @@ type Config struct {
 	Policy *Policy `yaml:"policy"`
 	// Approvals bound how long calls wait for a human.
 	Approvals Approvals `yaml:"approvals"`
+	// Redact says which secrets are kept out of what agents read; tenants
+	// and targets add their own (see RedactFor).
+	Redact *Redact `yaml:"redact"`
+	// base is the directory relative paths of the file resolve against.
+	base string
 	// Cluster joins the nodes that share one PostgreSQL store (--store),
 	// so that any node serves any session's calls.
 	Cluster Cluster `yaml:"cluster"`
@@ -134,6 +139,8 @@ type Tenant struct {
 	AllowAdHoc bool `yaml:"allowAdHoc"`
 	// Policy applies to the tenant's targets without their own.
 	Policy *Policy `yaml:"policy"`
+	// Redact adds to the top-level redact section for the tenant's targets.
+	Redact *Redact `yaml:"redact"`
 }
 
 // Workspace is a named set of a tenant's targets.
@@ -243,7 +250,70 @@ type Target struct {
 	PasswordFile string `yaml:"passwordFile"`
 	// Policy applies to sessions on this target.
 	Policy *Policy `yaml:"policy"`
+	// Redact adds to the tenant's and the top-level redact sections.
+	Redact *Redact `yaml:"redact"`
 }
+
+// Redact is a redact section: which secrets tandem replaces with markers
+// in everything an agent reads (replies, read-backs, resources, progress,
+// gate reports) and, by choice, in what viewers and recordings see. The
+// sections of the top level, the tenant and the target combine: files and
+// variable names add up, and for the switches the most specific one set
+// wins.
+type Redact struct {
+	// SecretFiles are dotenv, INI or JSON files whose values are secrets.
+	// A relative path is read in a local target's workspace (the
+	// project's .env); for an ssh target, beside tandem.yaml.
+	SecretFiles []string `yaml:"secretFiles"`
+	// Env names environment variables of the tandem process whose values
+	// are secrets.
+	Env []string `yaml:"env"`
+	// Patterns turns the built-in token patterns off with false; on by
+	// default.
+	Patterns *bool `yaml:"patterns"`
+	// Entropy also redacts long random-looking strings; off by default.
+	Entropy *bool `yaml:"entropy"`
+	// Viewers redacts what the browser terminal, tandem attach and the
+	// recording (and so the replay) show too; off by default, so the
+	// operator's record keeps the exact bytes.
+	Viewers *bool `yaml:"viewers"`
+}
+
+// RedactFor combines the redact sections that apply to a tenant's target
+// (name "" for ad-hoc parameters): the top level's, the tenant's and the
+// target's. SecretFiles keep relative paths as written; BaseDir says what
+// they mean for an ssh target.
+func (c *Config) RedactFor(tenant, target string) Redact {
+	var out Redact
+	add := func(r *Redact) {
+		if r == nil {
+			return
+		}
+		out.SecretFiles = append(out.SecretFiles, r.SecretFiles...)
+		out.Env = append(out.Env, r.Env...)
+		for _, b := range [][2]**bool{{&out.Patterns, &r.Patterns}, {&out.Entropy, &r.Entropy}, {&out.Viewers, &r.Viewers}} {
+			if *b[1] != nil {
+				*b[0] = *b[1]
+			}
+		}
+	}
+	add(c.Redact)
+	if tn, ok := c.Tenant(tenant); ok {
+		if len(c.Tenants) > 0 {
+			add(tn.Redact)
+		}
+		if t, ok := tn.Target(target); ok && target != "" {
+			add(t.Redact)
+		}
+	}
+	out.SecretFiles = slices.Compact(out.SecretFiles)
+	return out
+}
+
+// BaseDir is the directory of tandem.yaml, against which an ssh target's
+// relative secret files are read; tandem's working directory without a
+// file.
+func (c *Config) BaseDir() string { return c.base }
 
 // Limits are the lease and command bounds.
 type Limits struct {
@@ -328,7 +398,7 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // Default is the embedded configuration used when no file is given: one
 // sandboxed local target named "local" rooted at dir.
 func Default(dir string) *Config {
-	c := &Config{Targets: []Target{{Name: "local", Kind: "local", Workspace: dir}}}
+	c := &Config{Targets: []Target{{Name: "local", Kind: "local", Workspace: dir}}, base: dir}
 	c.fill()
 	return c
 }
@@ -363,6 +433,7 @@ func Parse(b []byte, base, home string) (*Config, error) {
 		return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	c.fill()
+	c.base = base
 	if err := c.validate(base, home); err != nil {
 		return nil, err
 	}
@@ -463,6 +534,16 @@ func (c *Config) validate(base, home string) error {
 		bad("audit.onFailure", "must be refuse or continue, got %q", c.Audit.OnFailure)
 	}
 	c.validateCluster(base, home, bad)
+	validateRedact("redact", c.Redact, home, bad)
+	for i, t := range c.Targets {
+		validateRedact(fmt.Sprintf("targets[%d].redact", i), t.Redact, home, bad)
+	}
+	for i, tn := range c.Tenants {
+		validateRedact(fmt.Sprintf("tenants[%d].redact", i), tn.Redact, home, bad)
+		for j, t := range tn.Targets {
+			validateRedact(fmt.Sprintf("tenants[%d].targets[%d].redact", i, j), t.Redact, home, bad)
+		}
+	}
 	if c.Web.OperatorTokenFile != "" {
 		c.Web.OperatorTokenFile = resolve(c.Web.OperatorTokenFile, base, home)
 	}
@@ -986,4 +1067,40 @@ func knownHostsOK(p, policy string) error {
 		return fmt.Errorf("%q does not exist, nor does its directory, where the first host key would be pinned", p)
 	}
 	return nil
+}
+
+// validateRedact checks a redact section and expands its "~/" paths.
+func validateRedact(key string, r *Redact, home string, bad func(key, format string, a ...any)) {
+	if r == nil {
+		return
+	}
+	for i, p := range r.SecretFiles {
+		k := fmt.Sprintf("%s.secretFiles[%d]", key, i)
+		switch {
+		case p == "" || p == "~":
+			bad(k, "must name a file, got %q", p)
+		case strings.HasPrefix(p, "~/"):
+			r.SecretFiles[i] = resolve(p, "", home)
+		case strings.HasPrefix(p, "~"):
+			bad(k, "only ~/ is expanded, not ~user/: %q", p)
+		}
+	}
+	for i, name := range r.Env {
+		if !envName(name) {
+			bad(fmt.Sprintf("%s.env[%d]", key, i), "%q is not an environment variable name (letters, digits and _, not starting with a digit)", name)
+		}
+	}
+}
+
+// envName reports whether s is a POSIX environment variable name.
+func envName(s string) bool {
+	if s == "" || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_') {
+			return false
+		}
+	}
+	return true
 }

@@ -1,8 +1,11 @@
 package config_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -295,7 +298,7 @@ func TestConfigMistakes(t *testing.T) {
 		{"unknown top-level key", "target:\n  - {name: a}\n",
 			"line 1: target: unknown key; did you mean targets?"},
 		{"nothing near", "zzzzzz: 1\n",
-			"line 1: zzzzzz: unknown key (known here: targets, limits, allowAdHoc, web, audit, tenants, auth, policy, approvals, cluster)"},
+			"line 1: zzzzzz: unknown key (known here: targets, limits, allowAdHoc, web, audit, tenants, auth, policy, approvals, redact, cluster)"},
 		{"yes is not a bool", "targets:\n  - {name: a, kind: local, workspace: ., network: maybe}\n",
 			`line 2: targets[0].network: "maybe" is not true or false`},
 		{"number as text", "targets:\n  - {name: s, kind: ssh, host: h, user: u, useAgent: true, port: twenty}\n",
@@ -303,7 +306,7 @@ func TestConfigMistakes(t *testing.T) {
 		{"targets not a list", "targets:\n  name: a\n  kind: local\n",
 			`line 2: targets: must be a list (one "- item" per line, or [a, b]), not a block of keys`},
 		{"target not a block", "targets:\n  - local\n",
-			`line 2: targets[0]: must be a block of keys (name, kind, workspace, network, sandbox, readOnly, host, port, user, keyFile, useAgent, knownHosts, hostKeyPolicy, passwordFile, policy), not the value "local"`},
+			`line 2: targets[0]: must be a block of keys (name, kind, workspace, network, sandbox, readOnly, host, port, user, keyFile, useAgent, knownHosts, hostKeyPolicy, passwordFile, policy, redact), not the value "local"`},
 		{"name is a list", "targets:\n  - name: [a, b]\n    kind: local\n    workspace: .\n",
 			"line 2: targets[0].name: must be a single value, not a list"},
 		{"key set twice", "limits:\n  idleTimeout: 5m\n  idleTimeout: 10m\n",
@@ -336,6 +339,14 @@ func TestConfigMistakes(t *testing.T) {
 			`targets[0].network: applies to local targets only: tandem cannot confine a remote host's network`},
 		{"no ssh credentials", "targets:\n  - {name: s, kind: ssh, host: h, user: u}\n",
 			"targets[0]: needs keyFile, useAgent: true or passwordFile (passwords are not written in tandem.yaml)"},
+		{"redact env name", "redact:\n  env: [GITHUB_TOKEN, \"A=B\"]\n",
+			`redact.env[1]: "A=B" is not an environment variable name (letters, digits and _, not starting with a digit)`},
+		{"redact home of another user", "targets:\n  - {name: a, kind: local, workspace: ., redact: {secretFiles: [\"~bob/.env\"]}}\n",
+			`targets[0].redact.secretFiles[0]: only ~/ is expanded, not ~user/: "~bob/.env"`},
+		{"redact switch not a bool", "redact:\n  viewers: sometimes\n",
+			`line 2: redact.viewers: "sometimes" is not true or false`},
+		{"redact unknown key", "redact:\n  secretFile: [.env]\n",
+			"line 2: redact.secretFile: unknown key; did you mean secretFiles?"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -405,4 +416,64 @@ func TestWorkspaceOverlapThroughSymlink(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRedactFor: the redact sections of the top level, the tenant and the
+// target add up (files and names), the most specific switch set wins, and
+// "~/" is expanded while a relative path stays as written (it is read in
+// the session's workspace).
+func TestRedactFor(t *testing.T) {
+	dir := t.TempDir()
+	yaml := `redact:
+  secretFiles: [.env, ~/.aws/credentials]
+  env: [TOP]
+  viewers: true
+tenants:
+  - name: acme
+    redact: {env: [TENANT], patterns: false}
+    targets:
+      - name: dev
+        kind: local
+        workspace: ` + dir + `
+        redact: {secretFiles: [/etc/app.env], viewers: false, patterns: true}
+      - name: ci
+        kind: local
+        workspace: ` + dir + `
+`
+	c, err := config.Parse([]byte(yaml), dir, "/home/u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	on, off := true, false
+	tests := []struct {
+		tenant, target string
+		want           config.Redact
+	}{
+		{"acme", "dev", config.Redact{SecretFiles: []string{".env", "/home/u/.aws/credentials", "/etc/app.env"},
+			Env: []string{"TOP", "TENANT"}, Patterns: &on, Viewers: &off}},
+		{"acme", "ci", config.Redact{SecretFiles: []string{".env", "/home/u/.aws/credentials"},
+			Env: []string{"TOP", "TENANT"}, Patterns: &off, Viewers: &on}},
+		{"acme", "", config.Redact{SecretFiles: []string{".env", "/home/u/.aws/credentials"},
+			Env: []string{"TOP", "TENANT"}, Patterns: &off, Viewers: &on}},
+		{"nobody", "dev", config.Redact{SecretFiles: []string{".env", "/home/u/.aws/credentials"},
+			Env: []string{"TOP"}, Viewers: &on}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.tenant+"/"+tc.target, func(t *testing.T) {
+			got := c.RedactFor(tc.tenant, tc.target)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("RedactFor = %s, want %s", show(got), show(tc.want))
+			}
+		})
+	}
+}
+
+func show(r config.Redact) string {
+	b := func(p *bool) string {
+		if p == nil {
+			return "unset"
+		}
+		return strconv.FormatBool(*p)
+	}
+	return fmt.Sprintf("{files %q env %q patterns %s entropy %s viewers %s}", r.SecretFiles, r.Env, b(r.Patterns), b(r.Entropy), b(r.Viewers))
 }

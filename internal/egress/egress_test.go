@@ -16,6 +16,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -382,6 +383,105 @@ func TestProxyAsks(t *testing.T) {
 	}
 	if denied != 1 {
 		t.Errorf("%d denials reported", denied)
+	}
+}
+
+// TestProxyLimits: a session's program cannot make more than MaxAsking
+// connections wait for a human, nor hold more than MaxOpen open at once;
+// the one past a limit is refused at once, and a place freed is usable
+// again.
+func TestProxyLimits(t *testing.T) {
+	release := make(chan struct{})
+	var waiting atomic.Int32
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { echo.Close() })
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); c.Close() }()
+		}
+	}()
+	f := newFixture(t, []string{echo.Addr().String()}, map[string]string{"ask.test": "203.0.113.9"},
+		func(ctx context.Context, host string, port uint16) (bool, error) {
+			waiting.Add(1)
+			defer waiting.Add(-1)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return false, nil
+		})
+	// open sends CONNECT target on a connection of its own.
+	open := func(target string) net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", f.l.ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", target, target, auth(f.l))
+		return c
+	}
+	status := func(c net.Conn) string {
+		t.Helper()
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		return line
+	}
+
+	var asks []net.Conn
+	for i := 0; i < MaxAsking; i++ {
+		c := open("ask.test:443")
+		asks = append(asks, c)
+	}
+	for deadline := time.Now().Add(10 * time.Second); waiting.Load() < MaxAsking; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d asks wait, want %d", waiting.Load(), MaxAsking)
+		}
+	}
+	c := open("ask.test:8443")
+	if got := status(c); !strings.Contains(got, "403") {
+		t.Errorf("one ask past the limit: %q", got)
+	}
+	if r := f.reports(); len(r) == 0 || !strings.Contains(r[len(r)-1].Reason, "already wait for a human") {
+		t.Errorf("the refusal's reason: %+v", r)
+	}
+	close(release)
+	for _, c := range asks {
+		if got := status(c); !strings.Contains(got, "403") {
+			t.Errorf("a denied ask: %q", got)
+		}
+	}
+
+	var tunnels []net.Conn
+	for i := 0; i < MaxOpen; i++ {
+		c := open(echo.Addr().String())
+		if got := status(c); !strings.Contains(got, "200") {
+			t.Fatalf("tunnel %d: %q", i, got)
+		}
+		tunnels = append(tunnels, c)
+	}
+	c = open(echo.Addr().String())
+	if got := status(c); !strings.Contains(got, "503") {
+		t.Errorf("one tunnel past the limit: %q", got)
+	}
+	tunnels[0].Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c := open(echo.Addr().String())
+		got := status(c)
+		if strings.Contains(got, "200") {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("a freed place is not usable again: %q", got)
+		}
 	}
 }
 

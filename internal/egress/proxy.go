@@ -149,6 +149,55 @@ type Listener struct {
 	mu     sync.Mutex
 	tunnel map[net.Conn]bool
 	closed bool
+	open   int // requests and tunnels being served (MaxOpen)
+	asking int // connections waiting for a human (MaxAsking)
+}
+
+// Limits a session's programs cannot go past, however many connections
+// they try: a hostile program neither floods the approvers with requests
+// nor holds the proxy's file descriptors.
+const (
+	// MaxOpen bounds one session's requests and tunnels open at once;
+	// one more gets 503.
+	MaxOpen = 256
+	// MaxAsking bounds one session's connections waiting for a human at
+	// once (ask: true); one more is refused at once.
+	MaxAsking = 4
+)
+
+// enter counts a request in, unless the session already has MaxOpen.
+func (l *Listener) enter() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open >= MaxOpen {
+		return false
+	}
+	l.open++
+	return true
+}
+
+func (l *Listener) leave() {
+	l.mu.Lock()
+	l.open--
+	l.mu.Unlock()
+}
+
+// startAsking counts a connection that will wait for a human, unless
+// MaxAsking already do.
+func (l *Listener) startAsking() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.asking >= MaxAsking {
+		return false
+	}
+	l.asking++
+	return true
+}
+
+func (l *Listener) doneAsking() {
+	l.mu.Lock()
+	l.asking--
+	l.mu.Unlock()
 }
 
 // Open starts a loopback port for session s. Close it when the session
@@ -327,7 +376,11 @@ func (l *Listener) judge(ctx context.Context, c *Conn) ([]netip.Addr, error) {
 		if l.s.Ask == nil {
 			return refuse(unlisted)
 		}
+		if !l.startAsking() {
+			return refuse(fmt.Sprintf("not on the allowlist, and %d connections of this session already wait for a human; retry once they are decided", MaxAsking))
+		}
 		yes, err := l.s.Ask(ctx, c.Host, c.Port)
+		l.doneAsking()
 		if err != nil || !yes {
 			c.Decision, c.Reason = Denied, "a human did not let it through"
 			if err != nil {
@@ -425,6 +478,11 @@ func (l *Listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Header.Del("Proxy-Authorization") // never passed on
+	if !l.enter() {
+		http.Error(w, fmt.Sprintf("tandem's egress proxy: this session already has %d connections open; close some and retry", MaxOpen), http.StatusServiceUnavailable)
+		return
+	}
+	defer l.leave()
 	switch {
 	case r.Method == http.MethodConnect:
 		l.connect(w, r)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/audit"
+	"github.com/tandem-sh/tandem/internal/egress"
 	"github.com/tandem-sh/tandem/internal/session"
 	"github.com/tandem-sh/tandem/internal/shell"
 	"github.com/tandem-sh/tandem/internal/spool"
@@ -228,6 +229,7 @@ func (j *Journal) write() {
 			ID: rec.ID, SessionID: c.s.ID, Source: rec.Source, Command: rec.Command, Cwd: rec.Cwd,
 			StartedAt: rec.Started, DurationMs: rec.Duration.Milliseconds(),
 			StdoutBytes: rec.Stdout.Size(), StderrBytes: rec.Stderr.Size(), StdoutPath: outPath, StderrPath: errPath,
+			Connections: connectionsOf(c.s, rec),
 		}
 		if rec.ExitKnown {
 			code := rec.ExitCode
@@ -457,4 +459,19 @@ func (j *Journal) Reap(ctx context.Context, alive func(id string) (bool, error),
 		}
 	}
 	return n, nil
+}
+
+// connectionsOf lists, for a command's row, the connections its programs
+// asked the session's egress proxy for while it ran.
+func connectionsOf(s *session.Session, rec session.Record) []store.Connection {
+	var out []store.Connection
+	for _, c := range s.Connections(rec.Started, rec.Started.Add(rec.Duration)) {
+		d := c.Duration
+		if !c.Ended && (c.Decision == egress.Allowed || c.Decision == egress.Approved) {
+			d = time.Since(c.Started)
+		}
+		out = append(out, store.Connection{Host: c.Host, Port: int(c.Port), Addr: c.Addr, Decision: c.Decision,
+			BytesUp: c.Up, BytesDown: c.Down, DurationMs: d.Milliseconds()})
+	}
+	return out
 }

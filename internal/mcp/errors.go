@@ -415,6 +415,7 @@ func userCommand(p *plan, rec session.Record, maxCommand int) reply {
 	if rec.Merged {
 		r["streams"] = "merged"
 	}
+	addRedacted(r, rec)
 	return r
 }
 

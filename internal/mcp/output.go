@@ -58,7 +58,18 @@ func (s *Server) result(c session.Caller, rec session.Record) reply {
 	p.add(r, rec.ID, "stdout", rec.Stdout)
 	p.add(r, rec.ID, "stderr", rec.Stderr)
 	p.fill()
+	addRedacted(r, rec)
 	return r
+}
+
+// addRedacted says how many secrets each stream of rec had replaced.
+func addRedacted(r reply, rec session.Record) {
+	if n := rec.Redacted.Stdout; n > 0 {
+		r["stdoutRedacted"] = n
+	}
+	if n := rec.Redacted.Stderr; n > 0 {
+		r["stderrRedacted"] = n
+	}
 }
 
 // recordWait bounds how long a reply waits for its command's row.

@@ -119,6 +119,11 @@ func (s *Server) readOutput(ctx context.Context, c session.Caller, a readOutputA
 	}
 
 	r := reply{"commandId": rec.ID, "stream": a.Stream, "totalBytes": total, "running": !done}
+	if n := rec.Redacted.Stdout; a.Stream == "stdout" && n > 0 {
+		r["redacted"] = n
+	} else if n := rec.Redacted.Stderr; a.Stream == "stderr" && n > 0 {
+		r["redacted"] = n
+	}
 	if done {
 		r["exitCode"] = exitCode(rec)
 		r["durationMs"] = rec.Duration.Milliseconds()

@@ -62,7 +62,8 @@ func streamFields(name string) schema {
 			"pageBytes": typed("integer", "Size of one page."),
 			"pages":     typed("integer", "Number of pages."),
 		}),
-		name + "Error": typed("string", "Present when tandem could not keep every byte (a full disk): how much is missing."),
+		name + "Error":    typed("string", "Present when tandem could not keep every byte (a full disk): how much is missing."),
+		name + "Redacted": typed("integer", "Present when tandem replaced secrets in "+name+" (a token, a password, a value of a secret file; redact in tandem.yaml): how many, each shown as [REDACTED:kind]. ssh_read_output and the output resources hold the same markers."),
 	}
 	for _, f := range []string{name, name + "Tail"} {
 		s[f+"Encoding"] = schema{"type": "string", "enum": []string{"base64"}, "description": "Present when " + f + " is the exact bytes in base64: they are mostly binary (a NUL byte, or more than a quarter of them neither UTF-8 nor text control characters)."}

@@ -464,6 +464,7 @@ func (s *Server) register() {
 				"offset":     typed("integer", "The byte offset the data starts at; with grep, where the search started."),
 				"bytes":      typed("integer", "How many bytes of the stream data holds."),
 				"totalBytes": typed("integer", "The stream's size so far."),
+				"redacted":   typed("integer", "Present when tandem replaced secrets in the stream (redact in tandem.yaml): how many so far, each shown as [REDACTED:kind] in data and offsets counting the markers."),
 				"eof":        typed("boolean", "True when data (or the search) reaches the end of a command that has ended."),
 				"nextOffset": typed("integer", "Present when the read or search stopped before the end of what exists: pass it as offset to continue."),
 				"data":       typed("string", "The bytes read, as text (bytes that are not UTF-8 shown as U+FFFD, with lossy), or base64 with encoding."),

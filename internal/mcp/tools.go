@@ -272,6 +272,7 @@ func (s *Server) addBackground(c session.Caller, sess *session.Session, r reply)
 	p.add(b, bg.ID, "stdout", bg.Stdout)
 	p.add(b, bg.ID, "stderr", bg.Stderr)
 	p.fill()
+	addRedacted(b, bg)
 	r["background"] = b
 }
 

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // readSecretFile reads the configured path p and returns its values.
@@ -23,7 +25,7 @@ func readSecretFile(p, home string) ([]string, error) {
 	case strings.HasPrefix(p, "~"):
 		return nil, &FileError{Path: p, Err: errors.New("only ~/ is expanded, not ~user/")}
 	}
-	data, err := os.ReadFile(name)
+	data, err := readRegular(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &FileError{Path: p, Err: fmt.Errorf("%w; create it, or remove it from secretFiles", err)}
 	}
@@ -39,6 +41,37 @@ func readSecretFile(p, home string) ([]string, error) {
 		return nil, err
 	}
 	return vals, nil
+}
+
+// MaxSecretFileBytes bounds a secret file: a file of secrets is small, and
+// a larger one is more likely a mistake (or a device) than a key store.
+const MaxSecretFileBytes = 1 << 20
+
+// readRegular reads the regular file at name, at most MaxSecretFileBytes.
+// A secret file may live where others can write (a project's .env), so it
+// may be a FIFO or a device: opening one never blocks, and reading one is
+// refused.
+func readRegular(name string) ([]byte, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxSecretFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxSecretFileBytes {
+		return nil, fmt.Errorf("larger than %d bytes: list files that hold secrets only", MaxSecretFileBytes)
+	}
+	return data, nil
 }
 
 // parseSecretFile returns the values in data, parsed by the format its name

@@ -1,12 +1,14 @@
 package redact_test
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/tandem-sh/tandem/internal/redact"
@@ -144,6 +146,37 @@ func TestNewSecretFiles(t *testing.T) {
 			}
 			if tt.is != nil && !errors.Is(err, tt.is) {
 				t.Errorf("err = %v, want errors.Is %v", err, tt.is)
+			}
+		})
+	}
+}
+
+// TestSecretFileNotRegular: a secret file someone else may replace (a
+// project's .env) as a FIFO, a device or a huge file is refused at once,
+// and never blocks or fills memory.
+func TestSecretFileNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.env")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dev := filepath.Join(dir, "zero.env")
+	if err := os.Symlink("/dev/zero", dev); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.env")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("A=0123456789\n"), redact.MaxSecretFileBytes/10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{fifo, "not a regular file"},
+		{dev, "not a regular file"},
+		{big, "larger than"},
+	} {
+		t.Run(filepath.Base(tc.path), func(t *testing.T) {
+			_, err := redact.New(redact.Config{SecretFiles: []string{tc.path}}, redact.Options{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New = %v, want an error with %q", err, tc.want)
 			}
 		})
 	}

@@ -188,6 +188,7 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 		OnCommand: func(r shell.Record) { m.commandDone(s, r) }, Spool: m.opts.Spool,
 		// A human's running command can be read back, and named when busy.
 		OnStart: func(r shell.Record) { s.keep(r, false); s.markCommand(r, false) },
+		Redact:  t.Redact, RedactViewers: t.RedactViewers,
 	}
 	if t.JudgeExec != nil {
 		so.JudgeExec = func(ctx context.Context, x shell.ExecInfo) shell.ExecRuling { return t.JudgeExec(ctx, s, x) }

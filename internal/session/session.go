@@ -21,6 +21,7 @@ import (
 
 	"github.com/tandem-sh/tandem/internal/egress"
 	"github.com/tandem-sh/tandem/internal/recording"
+	"github.com/tandem-sh/tandem/internal/redact"
 	"github.com/tandem-sh/tandem/internal/shell"
 	"github.com/tandem-sh/tandem/internal/spool"
 )
@@ -60,6 +61,11 @@ type Target struct {
 	// Egress, for a local target with a network allowlist, is served by
 	// tandem's egress proxy; nil: none.
 	Egress *Egress
+	// Redact replaces secrets in what the agent reads of the session (see
+	// shell.Options.Redact); nil: nothing is redacted.
+	Redact *redact.Redactor
+	// RedactViewers redacts what viewers and the recording see as well.
+	RedactViewers bool
 }
 
 // Status values reported for sessions.

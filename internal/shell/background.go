@@ -39,6 +39,7 @@ type pair struct {
 // bgRun is background output not yet reported.
 type bgRun struct {
 	rec Record
+	out [2]*outStream // redact into rec's files
 }
 
 // background files bytes of a stream no command captures; s.mu is held.
@@ -48,14 +49,12 @@ func (s *Shell) background(stream int, p []byte) {
 	}
 	if s.bg == nil {
 		id := "bg_" + newCommandID()[len("cmd_"):]
-		s.bg = &bgRun{rec: Record{ID: id, Source: "background", Command: "output of background jobs", Started: time.Now(),
+		b := &bgRun{rec: Record{ID: id, Source: "background", Command: "output of background jobs", Started: time.Now(),
 			Stdout: s.opts.Spool.New(id + ".stdout"), Stderr: s.opts.Spool.New(id + ".stderr")}}
+		b.out[0], b.out[1] = s.newOut(b.rec.Stdout), s.newOut(b.rec.Stderr)
+		s.bg = b
 	}
-	f := s.bg.rec.Stdout
-	if stream == 1 {
-		f = s.bg.rec.Stderr
-	}
-	_, _ = f.Write(p)
+	_, _ = s.bg.out[stream].Write(p)
 }
 
 // TakeBackground returns the background output since the last call, as a
@@ -70,6 +69,7 @@ func (s *Shell) TakeBackground() (Record, bool) {
 	}
 	s.bg = nil
 	b.rec.Duration = time.Since(b.rec.Started)
+	b.rec.Redacted = Redactions{Stdout: b.out[0].end(), Stderr: b.out[1].end()}
 	_ = b.rec.Stdout.Close()
 	_ = b.rec.Stderr.Close()
 	return b.rec, true

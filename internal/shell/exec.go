@@ -78,7 +78,7 @@ func (s *Shell) busyRunning() *BusyError {
 // busyHuman is the BusyError for the human's running command; s.mu is held.
 func (s *Shell) busyHuman() *BusyError {
 	h := s.human
-	return &BusyError{Kind: BusyHuman, Reason: "a command the human started is still running", Command: h.rec.Command, CommandID: h.rec.ID, Since: h.rec.Started}
+	return &BusyError{Kind: BusyHuman, Reason: "a command the human started is still running", Command: s.redactText(h.rec.Command), CommandID: h.rec.ID, Since: h.rec.Started}
 }
 
 // TimeoutError is returned by Exec when the command outlived its timeout.
@@ -186,6 +186,31 @@ type agentRun struct {
 	releasing bool
 	started   bool // the start mark came: the line runs
 	onOutput  func(stream int, p []byte)
+	// out are stdout and stderr on their way to rec's files, through the
+	// session's redactor.
+	out [2]*outStream
+}
+
+// captured files bytes of stream i that the agent may read (redacted);
+// s.mu is held.
+func (a *agentRun) captured(i int, p []byte) {
+	if i == 0 {
+		_, _ = a.rec.Stdout.Write(p)
+	} else {
+		_, _ = a.rec.Stderr.Write(p)
+	}
+	if a.onOutput != nil {
+		a.onOutput(i, p)
+	}
+	a.lastOut = appendBounded(a.lastOut, p, maxLastLine*4)
+}
+
+// closeOut ends both streams: the redactor releases what it held, and
+// the files are complete; s.mu is held.
+func (a *agentRun) closeOut() {
+	a.rec.Redacted = Redactions{Stdout: a.out[0].end(), Stderr: a.out[1].end()}
+	_ = a.rec.Stdout.Close()
+	_ = a.rec.Stderr.Close()
 }
 
 // Exec runs command in the shared shell, typed at the prompt so the human
@@ -239,7 +264,7 @@ func (s *Shell) Exec(ctx context.Context, command string, o ExecOptions) (Record
 		s.mu.Lock()
 		full := s.alt.on
 		s.mu.Unlock()
-		te := &TimeoutError{Partial: rec, State: InputState{LastLine: lastLine(last), FullScreen: full}, Held: held}
+		te := &TimeoutError{Partial: rec, State: InputState{LastLine: s.redactText(lastLine(last)), FullScreen: full}, Held: held}
 		s.probeInput(&te.State)
 		return rec, te
 	case ctx.Err() != nil:
@@ -272,6 +297,7 @@ func (a *agentRun) partial() Record {
 	p := a.rec
 	if a.phase < phaseDone {
 		p.Duration = time.Since(p.Started)
+		p.Redacted = Redactions{Stdout: a.out[0].count(), Stderr: a.out[1].count()}
 	}
 	return p
 }
@@ -311,6 +337,9 @@ func (s *Shell) claim(ctx context.Context, command string, o ExecOptions) (*agen
 			Stdout: s.opts.Spool.New(id + ".stdout"), Stderr: s.opts.Spool.New(id + ".stderr")},
 		onOutput: o.OnOutput,
 		holdWait: o.HoldWait,
+	}
+	for i := range a.out {
+		a.out[i] = s.newOut(sinkFunc(func(p []byte) { a.captured(i, p) }))
 	}
 	s.agent = a
 	return a, nil
@@ -355,7 +384,7 @@ func (s *Shell) stage(ctx context.Context, a *agentRun, limit time.Duration) err
 		return fmt.Errorf("exec: %w", err)
 	case reply == "busy":
 		s.abandon(a)
-		return &BusyError{Kind: BusyPartialLine, Reason: "the human has typed a partial command line", Line: line}
+		return &BusyError{Kind: BusyPartialLine, Reason: "the human has typed a partial command line", Line: s.redactText(line)}
 	case reply != "staged":
 		s.abandon(a)
 		return fmt.Errorf("exec: %w: the shell could not read the staged command", ErrCaptureFailed)
@@ -487,8 +516,7 @@ func (s *Shell) abandon(a *agentRun) {
 	s.mu.Lock()
 	if s.agent == a {
 		s.agent = nil
-		_ = a.rec.Stdout.Close()
-		_ = a.rec.Stderr.Close()
+		a.closeOut()
 	}
 	held := s.takeHeld()
 	s.changed.Broadcast()

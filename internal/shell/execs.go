@@ -101,6 +101,9 @@ func (s *Shell) judgeExec(ctx context.Context, e execguard.Exec, foreground bool
 	}
 	if rec != nil {
 		x.CommandID, x.Command = rec.ID, rec.Command
+		if x.Source == "user" {
+			x.Command = s.redactText(x.Command)
+		}
 	}
 	if x.Source == "agent" {
 		x.Hold = func(id string) func() { return s.hold(a, id) }
@@ -112,7 +115,7 @@ func (s *Shell) judgeExec(ctx context.Context, e execguard.Exec, foreground bool
 
 	s.mu.Lock()
 	if rec != nil && ((a != nil && s.agent == a) || (a == nil && s.human == h)) {
-		rec.addExec(ExecRecord{Argv: e.Argv, Truncated: e.Truncated, Path: e.Path, Cwd: e.Cwd, Decision: r.Decision, Rule: r.Rule}, !r.Allow)
+		rec.addExec(ExecRecord{Argv: s.redactArgs(e.Argv), Truncated: e.Truncated, Path: e.Path, Cwd: e.Cwd, Decision: r.Decision, Rule: r.Rule}, !r.Allow)
 	}
 	s.mu.Unlock()
 	if r.Allow {

@@ -76,7 +76,7 @@ func (s *Shell) State(id string) (InputState, bool) {
 		s.mu.Unlock()
 		return InputState{}, false
 	}
-	st := InputState{LastLine: lastLine(a.lastOut), FullScreen: s.alt.on}
+	st := InputState{LastLine: s.redactText(lastLine(a.lastOut)), FullScreen: s.alt.on}
 	s.mu.Unlock()
 	s.probeInput(&st)
 	return st, true

@@ -91,7 +91,7 @@ func (s *Shell) event(e *term.Event) {
 		s.human.rec.Command = strings.TrimRight(strings.Join(s.typed, "\n"), "\n")
 		s.typed = nil
 		if s.opts.OnStart != nil {
-			s.opts.OnStart(s.human.rec)
+			s.opts.OnStart(s.humanRecord(s.human))
 		}
 	case term.CommandLine:
 		if h := s.human; h != nil && e.Text != "" {
@@ -273,15 +273,28 @@ func (s *Shell) finishHuman() {
 	s.human = nil
 	h.rec.Cwd = s.cwd
 	_ = h.plain.Flush()
+	h.rec.Redacted.Stdout = h.out.end()
 	_ = h.rec.Stdout.Close()
 	if s.opts.OnCommand != nil {
-		s.opts.OnCommand(h.rec)
+		s.opts.OnCommand(s.humanRecord(h))
 	}
+}
+
+// humanRecord is h's record as the session files it, with the secrets in
+// its command line redacted (a token typed into an export); s.mu is held.
+func (s *Shell) humanRecord(h *humanRun) Record {
+	r := h.rec
+	r.Command = s.redactText(r.Command)
+	if r.Redacted.Stdout == 0 {
+		r.Redacted.Stdout = h.out.count()
+	}
+	return r
 }
 
 type humanRun struct {
 	rec     Record
-	plain   *term.Plain // strips ANSI into rec.Stdout as output arrives
+	plain   *term.Plain // strips ANSI into out as output arrives
+	out     *outStream  // redacts into rec.Stdout
 	ended   bool
 	healing bool     // the heal key was pressed for it
 	lines   []string // the history entries of a multi-line buffer
@@ -338,11 +351,13 @@ func nextHistoryEntry(s string) int {
 
 func (s *Shell) newHumanRun(viewer string, unattributed bool) *humanRun {
 	id := newCommandID()
-	out := s.opts.Spool.New(id + ".out")
+	f := s.opts.Spool.New(id + ".out")
+	out := s.newOut(f)
 	return &humanRun{
-		rec: Record{ID: id, Source: "user", Started: time.Now(), Merged: true, Stdout: out,
+		rec: Record{ID: id, Source: "user", Started: time.Now(), Merged: true, Stdout: f,
 			Viewer: viewer, Unattributed: unattributed},
 		plain: term.NewPlain(out),
+		out:   out,
 	}
 }
 

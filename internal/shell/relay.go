@@ -119,15 +119,7 @@ func (s *Shell) readRelay(r io.Reader, pn, stream int) {
 					if a.inPrompt[stream] {
 						return // a prompt drawn into the capture: not output
 					}
-					if stream == 0 {
-						_, _ = a.rec.Stdout.Write(p)
-					} else {
-						_, _ = a.rec.Stderr.Write(p)
-					}
-					if a.onOutput != nil {
-						a.onOutput(stream, p)
-					}
-					a.lastOut = appendBounded(a.lastOut, p, maxLastLine*4)
+					_, _ = a.out[stream].Write(p)
 					crlf = toCRLF(crlf[:0], p)
 					if stream == 0 && a.streams[1] < streamCapture && len(a.outEarly)+len(crlf) <= maxEchoTail {
 						// The command line's echo (on stderr) is still coming:
@@ -298,11 +290,11 @@ func (s *Shell) endAgent(a *agentRun, ev *term.Event, hooksGone bool) {
 		}
 		if a.incomplete {
 			a.rec.ExitCode, a.rec.ExitKnown = 2, true
-			_, _ = a.rec.Stderr.Write([]byte("tandem: the command is incomplete: bash asked for a continuation line (an unclosed quote, parenthesis, block or here-document?); nothing ran\n"))
+			_, _ = a.out[1].Write([]byte("tandem: the command is incomplete: bash asked for a continuation line (an unclosed quote, parenthesis, block or here-document?); nothing ran\n"))
 		} else if ev.Fields["ran"] != "1" && a.streams[1] == streamEcho {
 			// The line never ran (a syntax error): bash's message is what
 			// followed the redraw of the line.
-			_, _ = a.rec.Stderr.Write([]byte(syntaxMessage(a.echoTail, a.rec.Command)))
+			_, _ = a.out[1].Write([]byte(syntaxMessage(a.echoTail, a.rec.Command)))
 		}
 	} else {
 		a.streams[0] = streamClosed
@@ -361,8 +353,7 @@ func (s *Shell) finishAgent(a *agentRun) {
 		return
 	}
 	a.rec.Cwd = s.cwd
-	_ = a.rec.Stdout.Close()
-	_ = a.rec.Stderr.Close()
+	a.closeOut()
 	a.phase = phaseDone
 	s.releaseLater(a) // a line that never started: the keys go to the prompt
 	if s.agent == a {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tandem-sh/tandem/internal/redact"
 	"github.com/tandem-sh/tandem/internal/spool"
 	"github.com/tandem-sh/tandem/internal/term"
 )
@@ -65,6 +66,14 @@ type Options struct {
 	ProxyPort uint16
 	// ProxyToken is the session's credential on the proxy port.
 	ProxyToken string
+	// Redact, if set, replaces the secrets it finds in every command's
+	// captured output, and in the human's command lines, before anyone
+	// reads them: what the agent sees. The counts are in
+	// Record.Redacted. Nil: nothing is redacted.
+	Redact *redact.Redactor
+	// RedactViewers also redacts what viewers see, the scrollback and
+	// what Output and Input pass on (the recording).
+	RedactViewers bool
 }
 
 // Record is one finished command, the agent's or the human's.
@@ -106,6 +115,9 @@ type Record struct {
 	Execs        []ExecRecord
 	ExecsOmitted int
 	Blocked      []ExecRecord
+	// Redacted counts the secrets replaced in Stdout and Stderr (see
+	// Options.Redact); of a running command, those written so far.
+	Redacted Redactions
 }
 
 // Interrupt is how a command was interrupted.
@@ -189,7 +201,9 @@ type Shell struct {
 	holdOut    bool          // PTY output held until the relay catches up
 	heldOut    []byte
 	scrollback *term.Ring
-	live       *term.Ring // recent output, read by viewers at their own offsets
+	viewRed    *redact.Stream // redacts what viewers see (Options.RedactViewers)
+	inputRed   *redact.Stream // redacts the keys Options.Input records
+	live       *term.Ring     // recent output, read by viewers at their own offsets
 	viewers    map[*viewer]struct{}
 	closed     bool
 	err        error
@@ -217,6 +231,7 @@ func Start(ctx context.Context, d Dialer, opts *Options) (*Shell, error) {
 	s.changed = sync.NewCond(&s.mu)
 	s.scrollback = term.NewRing(s.opts.ScrollbackBytes)
 	s.live = newLive()
+	s.viewStream()
 	var nb [16]byte
 	if _, err := rand.Read(nb[:]); err != nil {
 		return nil, fmt.Errorf("shell start: %w: nonce: %w", ErrStart, err)

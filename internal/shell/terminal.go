@@ -86,6 +86,11 @@ func (s *Shell) readPTY() {
 				why = err
 			}
 			s.endHuman(why)
+			s.mu.Lock()
+			if s.viewRed != nil {
+				_ = s.viewRed.Flush() // the terminal's last bytes, to the recording
+			}
+			s.mu.Unlock()
 			s.fail(why)
 			close(s.drained)
 			return
@@ -192,6 +197,18 @@ func (s *Shell) show(p []byte) {
 	if len(p) == 0 {
 		return
 	}
+	if s.viewRed != nil {
+		_, _ = s.viewRed.Write(p) // on to showRedacted
+		return
+	}
+	s.showRedacted(p)
+}
+
+// showRedacted is show once the viewers' redaction, if any, is done.
+func (s *Shell) showRedacted(p []byte) {
+	if len(p) == 0 {
+		return
+	}
 	_, _ = s.scrollback.Write(p)
 	_, _ = s.live.Write(p)
 	s.alt.feed(p)
@@ -233,7 +250,11 @@ func (s *Shell) Input(ctx context.Context, p []byte) error {
 		return err
 	}
 	if s.opts.Input != nil && echoed {
-		s.opts.Input(p)
+		if s.inputRed != nil {
+			_, _ = s.inputRed.Write(p)
+		} else {
+			s.opts.Input(p)
+		}
 	}
 	now := time.Now()
 	s.inputAt = now
@@ -388,6 +409,7 @@ func (s *Shell) Resize(ctx context.Context, cols, rows int) error {
 	if err := s.conn.Resize(cols, rows); err != nil {
 		return fmt.Errorf("resize: %w", err)
 	}
+	s.log.Debug("shell: terminal resized", "cols", cols, "rows", rows)
 	if s.opts.Resized != nil {
 		s.mu.Lock()
 		s.opts.Resized(cols, rows)

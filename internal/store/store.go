@@ -235,6 +235,51 @@ type CommandRow struct {
 	StderrBytes int64
 	StdoutPath  string
 	StderrPath  string
+	// Connections are the network connections the command's programs
+	// made, or were refused, through the egress proxy; nil when none.
+	Connections []Connection
+}
+
+// Connection is one connection a command's programs asked tandem's egress
+// proxy for, as the command's row keeps it.
+type Connection struct {
+	Host string `json:"host"`
+	Port int    `json:"port"`
+	// Addr is the address connected to (or that would have been); empty
+	// when the name did not resolve or was never looked up.
+	Addr string `json:"addr,omitempty"`
+	// Decision is allowed, approved, refused or denied.
+	Decision  string `json:"decision"`
+	BytesUp   int64  `json:"bytesUp"`
+	BytesDown int64  `json:"bytesDown"`
+	// DurationMs is how long it was open; for one still open when the row
+	// was written, until then.
+	DurationMs int64 `json:"durationMs"`
+}
+
+// EncodeConnections is the text a backend stores for a row's connections:
+// JSON, or "" for none.
+func EncodeConnections(cs []Connection) (string, error) {
+	if len(cs) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(cs)
+	if err != nil {
+		return "", fmt.Errorf("encode connections: %w", err)
+	}
+	return string(b), nil
+}
+
+// DecodeConnections reads what EncodeConnections wrote.
+func DecodeConnections(s string) ([]Connection, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var cs []Connection
+	if err := json.Unmarshal([]byte(s), &cs); err != nil {
+		return nil, fmt.Errorf("decode connections: %w", err)
+	}
+	return cs, nil
 }
 
 // Replay locates a session's recording for the browser replay.

@@ -7,6 +7,7 @@ package target
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/tandem-sh/tandem/internal/config"
 	"github.com/tandem-sh/tandem/internal/egress"
+	"github.com/tandem-sh/tandem/internal/redact"
 	"github.com/tandem-sh/tandem/internal/sandbox"
 	"github.com/tandem-sh/tandem/internal/session"
 	"github.com/tandem-sh/tandem/internal/shell/local"
@@ -204,7 +206,12 @@ func (r *Resolver) Named(tenant, workspace, name string) (session.Target, error)
 		if err != nil {
 			return session.Target{}, fmt.Errorf("target %q: %w", name, err)
 		}
-		t := session.Target{Name: name, Kind: "local", Host: "localhost", Username: r.User, Dialer: o, Workspace: t.Workspace, Scope: workspace, Egress: egr}
+		red, viewers, err := r.redactor(tenant, name, t.Workspace, true, nil)
+		if err != nil {
+			return session.Target{}, fmt.Errorf("%w: target %q: %v; ask the operator to fix tandem.yaml's redact section", ErrCredentials, name, err)
+		}
+		t := session.Target{Name: name, Kind: "local", Host: "localhost", Username: r.User, Dialer: o, Workspace: t.Workspace, Scope: workspace, Egress: egr,
+			Redact: red, RedactViewers: viewers}
 		if !o.NoSandbox {
 			e := sandbox.Describe(o.Network)
 			if egr != nil {
@@ -227,7 +234,12 @@ func (r *Resolver) Named(tenant, workspace, name string) (session.Target, error)
 			o.Password = strings.TrimRight(string(pw), "\r\n")
 		}
 		o.KnownHostsFile, o.TrustedKnownHosts = r.knownHosts(t.KnownHosts)
-		return session.Target{Name: name, Kind: "ssh", Host: t.Host, Port: t.Port, Username: t.User, Dialer: o, Scope: workspace}, nil
+		red, viewers, err := r.redactor(tenant, name, r.Config.BaseDir(), false, sshSecrets(o))
+		if err != nil {
+			return session.Target{}, fmt.Errorf("%w: target %q: %v; ask the operator to fix tandem.yaml's redact section", ErrCredentials, name, err)
+		}
+		return session.Target{Name: name, Kind: "ssh", Host: t.Host, Port: t.Port, Username: t.User, Dialer: o, Scope: workspace,
+			Redact: red, RedactViewers: viewers}, nil
 	}
 }
 
@@ -256,7 +268,11 @@ func (r *Resolver) AdHoc(tenant string, p SSH) (session.Target, error) {
 	if len(o.PrivateKey) == 0 {
 		o.PrivateKey = nil
 	}
-	return session.Target{Kind: "ssh", Host: p.Host, Port: p.Port, Username: p.Username, Dialer: o}, nil
+	red, viewers, err := r.redactor(tenant, "", r.Config.BaseDir(), false, sshSecrets(o))
+	if err != nil {
+		return session.Target{}, fmt.Errorf("%w: %v; ask the operator to fix tandem.yaml's redact section", ErrCredentials, err)
+	}
+	return session.Target{Kind: "ssh", Host: p.Host, Port: p.Port, Username: p.Username, Dialer: o, Redact: red, RedactViewers: viewers}, nil
 }
 
 // knownHosts returns the file host keys are pinned in and the files that
@@ -300,4 +316,48 @@ func egressOf(n config.Network) (*session.Egress, error) {
 		e.Hosts[name] = append(e.Hosts[name], a.Unmap())
 	}
 	return e, nil
+}
+
+// redactor builds what keeps secrets out of a session's output: the redact
+// sections for the tenant's target, with relative secret files read in dir
+// (a local workspace when inWorkspace, or tandem.yaml's directory), and
+// the credentials tandem holds for it, which are redacted whatever the
+// config says. A workspace without a listed relative file (a project with
+// no .env) has no such secrets; any other missing file is an error. Nil
+// when there is nothing to look for.
+func (r *Resolver) redactor(tenant, target, dir string, inWorkspace bool, held []redact.Literal) (*redact.Redactor, bool, error) {
+	rc := r.Config.RedactFor(tenant, target)
+	c := redact.Config{Env: rc.Env, Patterns: rc.Patterns, Entropy: rc.Entropy != nil && *rc.Entropy}
+	for _, p := range rc.SecretFiles {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+			if _, err := os.Lstat(p); inWorkspace && errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+		}
+		c.SecretFiles = append(c.SecretFiles, p)
+	}
+	if c.Patterns != nil && !*c.Patterns && !c.Entropy && len(c.SecretFiles) == 0 && len(c.Env) == 0 && len(held) == 0 {
+		return nil, false, nil
+	}
+	red, err := redact.New(c, redact.Options{Home: r.Home, Environ: os.Environ(), Literals: held})
+	if err != nil {
+		return nil, false, err
+	}
+	return red, rc.Viewers != nil && *rc.Viewers, nil
+}
+
+// sshSecrets are the credentials tandem holds for an ssh connection.
+func sshSecrets(o *sshconn.Options) []redact.Literal {
+	var l []redact.Literal
+	if o.Password != "" {
+		l = append(l, redact.Literal{Value: o.Password, Kind: "ssh-password"})
+	}
+	if o.Passphrase != "" {
+		l = append(l, redact.Literal{Value: o.Passphrase, Kind: "ssh-passphrase"})
+	}
+	if len(o.PrivateKey) > 0 {
+		l = append(l, redact.Literal{Value: string(o.PrivateKey), Kind: "ssh-key"})
+	}
+	return l
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -234,5 +236,49 @@ func TestBrowserAnswersNoQueries(t *testing.T) {
 	term.waitInput(t, "z")
 	if input, _ := term.snapshot(); input != "z" {
 		t.Fatalf("the page typed %q for program output", input)
+	}
+}
+
+// statusTerm is a fake terminal whose status strip shows a fixed status.
+type statusTerm struct {
+	*fakeTerm
+	st web.SessionStatus
+}
+
+func (s statusTerm) Status() web.SessionStatus           { return s.st }
+func (s statusTerm) WatchStatus(fn func()) (stop func()) { return func() {} }
+
+// oneSession serves one terminal of any kind under testKey.
+type oneSession struct{ t web.Terminal }
+
+func (o oneSession) Terminal(key string) (web.Terminal, bool) { return o.t, key == testKey }
+
+// TestBrowserStripKeepsTheTerminal: the strip shows a running command on
+// one line, however long: a pasted block of 300 lines once grew the strip
+// over the terminal, which shrank to one row, and bash's line editor then
+// scrolled every long line sideways for the rest of the session.
+func TestBrowserStripKeepsTheTerminal(t *testing.T) {
+	plain := openTerminal(t, startServer(t, sessions{testKey: newFakeTerm("plain")}))
+	rows, err := chromedp.Run(plain, chromedp.Evaluate[int](`window.tandem.term.rows`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := make([]string, 300)
+	for i := range lines {
+		lines[i] = fmt.Sprintf("echo pasted-line-%d", i)
+	}
+	long := statusTerm{newFakeTerm("long"), web.SessionStatus{Agent: "human_running", Command: strings.Join(lines, "\n"), Since: time.Now()}}
+	ctx := openTerminal(t, startServer(t, oneSession{long}))
+	poll(t, ctx, `document.getElementById("agent-state").textContent.includes("pasted-line-0")`)
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`[document.getElementById("agent-state").textContent, String(window.tandem.term.rows)]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "A human command runs: echo pasted-line-0 … (300 lines)"; !strings.HasPrefix(got[0], want) || strings.Contains(got[0], "pasted-line-1") {
+		t.Errorf("the strip says %.300q, want %q and the time", got[0], want)
+	}
+	if n, _ := strconv.Atoi(got[1]); n < rows-3 {
+		t.Errorf("the terminal has %d rows beside the strip, %d without it", n, rows)
 	}
 }

@@ -74,7 +74,7 @@ func TestMigrations(t *testing.T) {
 	ctx := context.Background()
 	url := testenv.Postgres(t)
 	db := open(t, url)
-	const latest = 3 // migrations/0003_session_actor.sql
+	const latest = 4 // migrations/0004_command_connections.sql
 	if v, err := db.SchemaVersion(ctx); err != nil || v != latest {
 		t.Fatalf("schema version = %d, %v; want %d", v, err, latest)
 	}
@@ -304,8 +304,8 @@ func TestMigrateSessionActor(t *testing.T) {
 	mustNil(t, err)
 
 	db := open(t, url)
-	if v, err := db.SchemaVersion(ctx); err != nil || v != 3 {
-		t.Fatalf("schema version after migrating = %d, %v; want 3", v, err)
+	if v, err := db.SchemaVersion(ctx); err != nil || v != 4 {
+		t.Fatalf("schema version after migrating = %d, %v; want 4", v, err)
 	}
 	if old, err := db.Session(ctx, "old"); err != nil || old.Actor != "" || old.Owner != "sid:1" || old.Status != store.StatusActive {
 		t.Fatalf("the session written before = %+v, %v", old, err)

@@ -149,12 +149,16 @@ func sortSessions(rs []store.SessionRow) {
 
 // AddCommand implements [store.Store].
 func (db *DB) AddCommand(ctx context.Context, c store.CommandRow) error {
+	conns, err := store.EncodeConnections(c.Connections)
+	if err != nil {
+		return fmt.Errorf("store add command: %w", err)
+	}
 	return db.run(ctx, "store add command", func(ctx context.Context) error {
 		_, err := db.pool.Exec(ctx, `INSERT INTO commands (id, session_id, source, command, cwd, exit_code,
-			started_at, duration_ms, stdout_bytes, stderr_bytes, stdout_path, stderr_path)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			started_at, duration_ms, stdout_bytes, stderr_bytes, stdout_path, stderr_path, connections)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 			c.ID, c.SessionID, c.Source, c.Command, c.Cwd, c.ExitCode, c.StartedAt,
-			c.DurationMs, c.StdoutBytes, c.StderrBytes, c.StdoutPath, c.StderrPath)
+			c.DurationMs, c.StdoutBytes, c.StderrBytes, c.StdoutPath, c.StderrPath, conns)
 		return err
 	})
 }
@@ -164,16 +168,21 @@ func (db *DB) Commands(ctx context.Context, sessionID string) ([]store.CommandRo
 	var out []store.CommandRow
 	err := db.run(ctx, "store commands", func(ctx context.Context) error {
 		rows, err := db.pool.Query(ctx, `SELECT id, session_id, source, command, cwd, exit_code, started_at,
-			duration_ms, stdout_bytes, stderr_bytes, stdout_path, stderr_path
+			duration_ms, stdout_bytes, stderr_bytes, stdout_path, stderr_path, connections
 			FROM commands WHERE session_id = $1 ORDER BY started_at, n`, sessionID)
 		if err != nil {
 			return err
 		}
 		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.CommandRow, error) {
 			var c store.CommandRow
+			var conns string
 			err := row.Scan(&c.ID, &c.SessionID, &c.Source, &c.Command, &c.Cwd, &c.ExitCode, &c.StartedAt,
-				&c.DurationMs, &c.StdoutBytes, &c.StderrBytes, &c.StdoutPath, &c.StderrPath)
+				&c.DurationMs, &c.StdoutBytes, &c.StderrBytes, &c.StdoutPath, &c.StderrPath, &conns)
+			if err != nil {
+				return c, err
+			}
 			c.StartedAt = utc(c.StartedAt)
+			c.Connections, err = store.DecodeConnections(conns)
 			return c, err
 		})
 		return err

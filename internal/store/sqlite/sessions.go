@@ -141,15 +141,19 @@ func sortSessions(rs []store.SessionRow) {
 }
 
 const commandInsertSQL = `INSERT INTO commands (id, session_id, source, command, cwd, exit_code,
-	started_at, duration_ms, stdout_bytes, stderr_bytes, stdout_path, stderr_path)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	started_at, duration_ms, stdout_bytes, stderr_bytes, stdout_path, stderr_path, connections)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // AddCommand implements [store.Store].
 func (s *DB) AddCommand(ctx context.Context, c store.CommandRow) error {
+	conns, err := store.EncodeConnections(c.Connections)
+	if err != nil {
+		return fmt.Errorf("store add command: %w", err)
+	}
 	return s.write(ctx, "store add command", func(tx *sql.Tx) error {
 		_, err := tx.StmtContext(ctx, s.commandInsert).ExecContext(ctx,
 			c.ID, c.SessionID, c.Source, c.Command, c.Cwd, nullInt(c.ExitCode), fmtTime(c.StartedAt),
-			c.DurationMs, c.StdoutBytes, c.StderrBytes, c.StdoutPath, c.StderrPath)
+			c.DurationMs, c.StdoutBytes, c.StderrBytes, c.StdoutPath, c.StderrPath, conns)
 		return err
 	})
 }
@@ -157,7 +161,7 @@ func (s *DB) AddCommand(ctx context.Context, c store.CommandRow) error {
 // Commands implements [store.Store].
 func (s *DB) Commands(ctx context.Context, sessionID string) ([]store.CommandRow, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, session_id, source, command, cwd, exit_code, started_at,
-		duration_ms, stdout_bytes, stderr_bytes, stdout_path, stderr_path
+		duration_ms, stdout_bytes, stderr_bytes, stdout_path, stderr_path, connections
 		FROM commands WHERE session_id = ? ORDER BY started_at, rowid`, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("store commands: %w", err)
@@ -169,10 +173,14 @@ func (s *DB) Commands(ctx context.Context, sessionID string) ([]store.CommandRow
 			c       store.CommandRow
 			exit    sql.NullInt64
 			started string
+			conns   string
 		)
 		if err := rows.Scan(&c.ID, &c.SessionID, &c.Source, &c.Command, &c.Cwd, &exit, &started,
-			&c.DurationMs, &c.StdoutBytes, &c.StderrBytes, &c.StdoutPath, &c.StderrPath); err != nil {
+			&c.DurationMs, &c.StdoutBytes, &c.StderrBytes, &c.StdoutPath, &c.StderrPath, &conns); err != nil {
 			return nil, fmt.Errorf("store commands: %w", err)
+		}
+		if c.Connections, err = store.DecodeConnections(conns); err != nil {
+			return nil, fmt.Errorf("store commands: %s: %w", c.ID, err)
 		}
 		c.ExitCode = intPtr(exit)
 		if c.StartedAt, err = parseTime(started); err != nil {

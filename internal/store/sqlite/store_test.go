@@ -81,7 +81,7 @@ func TestStoreMigrations(t *testing.T) {
 		t.Fatal(err)
 	}
 	st = openStore(t, dir)
-	const latest = 6 // migrations/0006_session_actor.sql
+	const latest = 7 // migrations/0007_command_connections.sql
 	if v, err := st.SchemaVersion(ctx); err != nil || v != latest {
 		t.Fatalf("schema version = %d, %v; want %d", v, err, latest)
 	}
@@ -140,8 +140,8 @@ func TestMigrateSessionActor(t *testing.T) {
 	_, err = db.Exec(`INSERT INTO sessions (id, name, tenant, owner, instance_id, target, kind, host, port, username, token_hash, status, created_at)
 		VALUES ('old', 'dev', 't', 'sid:1', 'a', 'x', 'local', '', 0, '', zeroblob(32), 'active', '2026-03-01T11:00:00.123456789Z')`)
 	mustNil(t, err)
-	if v, err := st.SchemaVersion(ctx); err != nil || v != 6 {
-		t.Fatalf("schema version after migrating = %d, %v; want 6", v, err)
+	if v, err := st.SchemaVersion(ctx); err != nil || v != 7 {
+		t.Fatalf("schema version after migrating = %d, %v; want 7", v, err)
 	}
 	if old, err := st.Session(ctx, "old"); err != nil || old.Actor != "" || old.Owner != "sid:1" {
 		t.Fatalf("the session written before = %+v, %v", old, err)

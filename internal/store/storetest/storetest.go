@@ -414,7 +414,11 @@ func (s *suite) commands(t *testing.T) {
 	zero, one := 0, 1
 	cmds := []store.CommandRow{
 		{ID: "c1", SessionID: "s", Source: store.SourceAgent, Command: "ls -la && echo 'ü'", Cwd: "/w", ExitCode: &zero,
-			StartedAt: t0, DurationMs: 12, StdoutBytes: 100, StderrBytes: 7, StdoutPath: "/spool/c1.out", StderrPath: "/spool/c1.err"},
+			StartedAt: t0, DurationMs: 12, StdoutBytes: 100, StderrBytes: 7, StdoutPath: "/spool/c1.out", StderrPath: "/spool/c1.err",
+			Connections: []store.Connection{
+				{Host: "proxy.golang.org", Port: 443, Addr: "142.250.1.1", Decision: "allowed", BytesUp: 517, BytesDown: 90210, DurationMs: 340},
+				{Host: "evil.example", Port: 443, Decision: "refused"},
+			}},
 		{ID: "c2", SessionID: "s", Source: store.SourceUser, Command: "false", Cwd: "/w", ExitCode: &one,
 			StartedAt: t0.Add(time.Second), DurationMs: 1},
 		{ID: "c3", SessionID: "s", Source: store.SourceAgent, Command: "sleep 1000", Cwd: "/w",

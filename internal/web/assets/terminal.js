@@ -188,8 +188,24 @@
     }
     return e;
   }
+  // oneLine shows a command in the strip's one status line: its first
+  // line, cut to 160 characters, saying how much is left out. A pasted
+  // block of 300 lines must not grow the strip over the terminal.
+  function oneLine(s) {
+    const lines = s.split('\n');
+    let first = lines[0];
+    let more = '';
+    if (first.length > 160) {
+      first = first.slice(0, 160);
+      more = '…';
+    }
+    if (lines.length > 1) {
+      more += ' … (' + lines.length + ' lines)';
+    }
+    return first + more;
+  }
   function agentLine(st) {
-    const cmd = str(st.command);
+    const cmd = oneLine(str(st.command));
     const since = Date.parse(str(st.since));
     const secs = isNaN(since) ? 0 : Math.max(0, Math.round((Date.now() - since) / 1000));
     switch (st.agent) {

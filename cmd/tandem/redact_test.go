@@ -1,0 +1,402 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/coder/websocket"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tandem-sh/tandem/internal/mcptest"
+	"github.com/tandem-sh/tandem/internal/recording"
+	"github.com/tandem-sh/tandem/internal/testenv"
+)
+
+// randomOf is n characters drawn from alphabet, new for every run, so a
+// secret can only be in an output because tandem let it through.
+func randomOf(t testing.TB, alphabet string, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	for i := range b {
+		k, err := rand.Int(rand.Reader, big.NewInt(int64(len(alphabet))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[i] = alphabet[k.Int64()]
+	}
+	return string(b)
+}
+
+const alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+// dotEnv is a project's .env with five secrets of different kinds, and two
+// values that are not secrets. It returns the file's text and the secrets.
+func dotEnv(t testing.TB) (string, []string) {
+	secrets := []string{
+		randomOf(t, alnum, 20),                                       // DB_PASSWORD: only the file says so
+		"ghp_" + randomOf(t, alnum, 36),                              // a GitHub token
+		"sk_live_" + randomOf(t, alnum, 24),                          // a Stripe key
+		"AKIA" + randomOf(t, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16), // an AWS key id
+		"correct horse " + randomOf(t, "abcdefghij", 8) + " staple",  // a phrase with spaces
+	}
+	text := fmt.Sprintf("# the app's settings\nPORT=5432\nDEBUG=true\nDB_PASSWORD=%s\nGITHUB_TOKEN=%s\nSTRIPE_KEY=%s\nAWS_ACCESS_KEY_ID=%s\nSESSION_SECRET=\"%s\"\n",
+		secrets[0], secrets[1], secrets[2], secrets[3], secrets[4])
+	return text, secrets
+}
+
+// leaked names the first secret found in text, or "".
+func leaked(text string, secrets []string) string {
+	for _, s := range secrets {
+		if strings.Contains(text, s) {
+			return s
+		}
+	}
+	return ""
+}
+
+// noSecret fails t if text holds any secret, or a long piece of one.
+func noSecret(t testing.TB, where, text string, secrets []string) {
+	t.Helper()
+	if s := leaked(text, secrets); s != "" {
+		t.Errorf("%s holds the secret %.8s…:\n%s", where, s, lastN(text, 2000))
+		return
+	}
+	for _, s := range secrets {
+		if len(s) >= 24 && (strings.Contains(text, s[:len(s)/2]) || strings.Contains(text, s[len(s)/2:])) {
+			t.Errorf("%s holds half of the secret %.8s…:\n%s", where, s, lastN(text, 2000))
+		}
+	}
+}
+
+// TestRedaction: a project's .env holds five secrets, and the target
+// lists it in redact.secretFiles. Printed by cat, env, grep and python,
+// by the agent or the human, whole or split across two writes with a
+// pause between them, the secrets reach the agent only as
+// [REDACTED:kind] markers: in the reply, its count, the read-back, the
+// output resource, the progress notifications and the gate report. What
+// is not a secret stays readable.
+func TestRedaction(t *testing.T) {
+	ws := t.TempDir()
+	env, secrets := dotEnv(t)
+	if err := os.WriteFile(filepath.Join(ws, ".env"), []byte(env), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var progress strings.Builder
+	srv := startServer(t, serverOpts{dir: ws,
+		config: "targets:\n  - {name: dev, kind: local, workspace: " + ws + "}\nredact:\n  secretFiles: [.env, missing-in-this-project.env]\n",
+		progress: func(r *sdk.ProgressNotificationClientRequest) {
+			mu.Lock()
+			progress.WriteString(r.Params.Message)
+			mu.Unlock()
+		}})
+	s := connectTo(t, srv, "dev", "dev")
+	args := func(m map[string]any) map[string]any {
+		m["sessionName"], m["sessionToken"] = s.name, s.tok
+		return m
+	}
+
+	for _, tc := range []struct {
+		name, command string
+		want          int // markers at least
+	}{
+		{"cat", "cat .env", 5},
+		{"env", "set -a; . ./.env; set +a; env | sort", 5},
+		{"grep", "grep -h -e PASSWORD -e TOKEN -e KEY -e SECRET .env", 5},
+		{"python", `python3 -c 'print(open(".env").read())'`, 5},
+		{"stderr", "cat .env >&2", 5},
+		{"split", `printf 'split=%s' "${GITHUB_TOKEN:0:14}"; sleep 0.5; printf '%s\n' "${GITHUB_TOKEN:14}"`, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			full := s.exec(t, tc.command)
+			r := result(t, full)
+			out, count := str(r["stdout"]), r["stdoutRedacted"]
+			if tc.name == "stderr" {
+				out, count = str(r["stderr"]), r["stderrRedacted"]
+			}
+			noSecret(t, "the reply", out, secrets)
+			if n, _ := count.(float64); int(n) < tc.want || strings.Count(out, "[REDACTED:") != int(n) {
+				t.Errorf("%v markers counted, %d in the text, want %d at least:\n%s", count, strings.Count(out, "[REDACTED:"), tc.want, out)
+			}
+			if tc.name == "cat" && (!strings.Contains(out, "PORT=5432\n") || !strings.Contains(out, "DEBUG=true\n")) {
+				t.Errorf("values that are not secrets were hidden too:\n%s", out)
+			}
+			if tc.name == "split" && out != "split=[REDACTED:file]\n" {
+				t.Errorf("the split token: %q", out)
+			}
+			stream := "stdout"
+			if tc.name == "stderr" {
+				stream = "stderr"
+			}
+			back := mustOK(t, srv.call(t, "ssh_read_output", args(map[string]any{"commandId": full["commandId"], "stream": stream})))
+			noSecret(t, "the read-back", str(back["data"]), secrets)
+			if back["data"] != out || back["redacted"] != count {
+				t.Errorf("the read-back differs from the reply: %v", back)
+			}
+		})
+	}
+
+	t.Run("background", func(t *testing.T) {
+		mustOK(t, s.exec(t, "(sleep 0.2; echo bg=$STRIPE_KEY) &"))
+		var bg map[string]any
+		waitFor(10*time.Second, func() bool {
+			r := s.exec(t, "sleep 0.2")
+			bg, _ = r["background"].(map[string]any)
+			return bg != nil
+		})
+		if bg == nil || bg["stdout"] != "bg=[REDACTED:file]\n" || bg["stdoutRedacted"] != 1.0 {
+			t.Errorf("the background output: %v", bg)
+		}
+	})
+
+	t.Run("prompt", func(t *testing.T) {
+		r := wantError(t, s.exec(t, `read -p "paste $GITHUB_TOKEN here> " x`, 1), "command_timeout")
+		if line := str(r["lastLine"]); line != "paste [REDACTED:file] here> " {
+			t.Errorf("lastLine %q (%v)", line, r)
+		}
+		mustOK(t, srv.call(t, "ssh_send_input", args(map[string]any{"commandId": r["commandId"], "input": "x\n"})))
+		mustOK(t, srv.call(t, "ssh_read_output", args(map[string]any{"commandId": r["commandId"], "waitSeconds": 5})))
+	})
+
+	t.Run("grep read-back", func(t *testing.T) {
+		full := s.exec(t, "cat .env")
+		for _, pattern := range []string{"ghp_", "sk_live", "AKIA", "horse"} {
+			g := mustOK(t, srv.call(t, "ssh_read_output", args(map[string]any{"commandId": full["commandId"], "grep": pattern})))
+			if m, _ := g["matches"].([]any); len(m) != 0 {
+				t.Errorf("grep %q found a secret's start: %v", pattern, m)
+			}
+		}
+	})
+
+	t.Run("resource", func(t *testing.T) {
+		r := result(t, s.exec(t, "head -c 300000 /dev/zero | tr '\\0' x; echo; cat .env; cat .env"))
+		if r["stdoutTruncated"] != true {
+			t.Fatalf("want an output over the inline budget: %v", r["stdoutBytes"])
+		}
+		noSecret(t, "the reply's head and tail", str(r["stdout"])+str(r["stdoutTail"]), secrets)
+		all := string(readAll(t, srv.cs, r["stdoutResource"].(map[string]any)))
+		noSecret(t, "the output resource", all, secrets)
+		if n := strings.Count(all, "[REDACTED:"); n != 10 || r["stdoutRedacted"] != 10.0 {
+			t.Errorf("the resource holds %d markers, the reply counts %v; want 10", n, r["stdoutRedacted"])
+		}
+	})
+
+	t.Run("progress", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		params := &sdk.CallToolParams{Name: "ssh_exec", Arguments: args(map[string]any{
+			"command": `cat .env; sleep 0.6; printf 'half %s' "${STRIPE_KEY:0:12}"; sleep 0.6; printf '%s\n' "${STRIPE_KEY:12}"; sleep 0.6; echo progress-end`})}
+		params.SetProgressToken("redact")
+		res, err := srv.cs.CallTool(ctx, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustOK(t, mcptest.Check(t, "ssh_exec", res))
+		mu.Lock()
+		got := progress.String()
+		mu.Unlock()
+		noSecret(t, "the progress notifications", got, secrets)
+		if !strings.Contains(got, "[REDACTED:file]") || !strings.Contains(got, "half [REDACTED:") {
+			t.Errorf("the progress notifications lack the markers:\n%s", got)
+		}
+	})
+
+	t.Run("gate", func(t *testing.T) {
+		mon := str(mustOK(t, srv.call(t, "ssh_get_monitoring_url", args(map[string]any{})))["monitoringUrl"])
+		token := dataDirToken(t, srv.dataDir)
+		typeOverWebSocket(t, mon, token, "cat .env; echo human-$((0+1))\r", "human-1\r\n")
+		typeOverWebSocket(t, mon, token, `printf 'typed=%s' "${AWS_ACCESS_KEY_ID:0:9}"; sleep 0.5; printf '%s\n' "${AWS_ACCESS_KEY_ID:9}"; echo human-$((1+1))`+"\r", "human-2\r\n")
+		typeOverWebSocket(t, mon, token, ": "+secrets[1]+"; echo human-$((1+2))\r", "human-3\r\n")
+		g := wantError(t, gateOf(t, s), "user_activity_detected")
+		cmds, _ := g["userCommands"].([]any)
+		if len(cmds) != 3 {
+			t.Fatalf("the gate reports %d commands, want 3: %v", len(cmds), g)
+		}
+		var all strings.Builder
+		for _, c := range cmds {
+			c := c.(map[string]any)
+			all.WriteString(str(c["command"]) + "\n" + str(c["stdout"]) + "\n")
+		}
+		noSecret(t, "the gate report", all.String()+str(g["message"]), secrets)
+		one, two, three := cmds[0].(map[string]any), cmds[1].(map[string]any), cmds[2].(map[string]any)
+		if one["stdoutRedacted"] != 5.0 || !strings.Contains(str(two["stdout"]), "typed=[REDACTED:file]\n") {
+			t.Errorf("the human's outputs: %v\n%v", one, two)
+		}
+		if !strings.Contains(str(three["command"]), ": [REDACTED:") {
+			t.Errorf("the human's command line with a token: %q", three["command"])
+		}
+		back := mustOK(t, srv.call(t, "ssh_read_output", args(map[string]any{"commandId": one["commandId"]})))
+		noSecret(t, "the human command's read-back", str(back["data"]), secrets)
+	})
+}
+
+// TestRedactSSHCredentials: the password and the key passphrase tandem
+// holds for an ssh session are redacted from its output with no redact
+// section at all, even when the remote command prints them; so is the
+// password a configured target reads from its passwordFile.
+func TestRedactSSHCredentials(t *testing.T) {
+	pw := "pw-" + randomOf(t, alnum, 20)
+	ps := testenv.PasswordSSHD(t, "tester", pw)
+	pwFile := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pwFile, []byte(pw+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, serverOpts{config: fmt.Sprintf("targets:\n  - {name: box, kind: ssh, host: %s, port: %d, user: %s, passwordFile: %s, knownHosts: %s}\n",
+		ps.Host, ps.Port, ps.User, pwFile, ps.KnownHostsFile)})
+	base := map[string]any{"host": ps.Host, "port": ps.Port, "username": ps.User}
+	for _, tc := range []struct {
+		name   string
+		params map[string]any
+		secret string
+		kind   string
+	}{
+		{"password", map[string]any{"password": pw}, pw, "ssh-password"},
+		{"passphrase", map[string]any{"privateKey": string(ps.ClientKey), "passphrase": ps.Passphrase}, ps.Passphrase, "ssh-passphrase"},
+		{"target", map[string]any{"target": "box"}, pw, "ssh-password"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := map[string]any{"name": tc.name}
+			for k, v := range tc.params {
+				p[k] = v
+			}
+			if tc.name != "target" {
+				for k, v := range base {
+					p[k] = v
+				}
+			}
+			s := sess{srv, tc.name, str(mustOK(t, srv.call(t, "ssh_connect", p))["sessionToken"])}
+			// The remote side prints it as it would if a config file held it.
+			half := len(tc.secret) / 2
+			cmd := fmt.Sprintf("x=%s; y=%s; echo \"the password is $x$y\"; echo \"$x$y\" >&2", tc.secret[:half], tc.secret[half:])
+			full := s.exec(t, cmd)
+			r := result(t, full)
+			want := "the password is [REDACTED:" + tc.kind + "]\n"
+			if r["stdout"] != want || r["stderr"] != "[REDACTED:"+tc.kind+"]\n" || r["stdoutRedacted"] != 1.0 || r["stderrRedacted"] != 1.0 {
+				t.Errorf("got %v, want stdout %q", r, want)
+			}
+			back := mustOK(t, srv.call(t, "ssh_read_output", map[string]any{"sessionName": s.name, "sessionToken": s.tok, "commandId": full["commandId"]}))
+			noSecret(t, "the read-back", str(back["data"]), []string{tc.secret})
+		})
+	}
+}
+
+// TestRedactViewers: with redact.viewers: true, what the browser terminal
+// shows, the recording and the replay page hold markers instead of the
+// secrets, the agent's output and the human's alike, and the keys a human
+// types are recorded redacted too.
+func TestRedactViewers(t *testing.T) {
+	ws := t.TempDir()
+	env, secrets := dotEnv(t)
+	if err := os.WriteFile(filepath.Join(ws, ".env"), []byte(env), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, serverOpts{dir: ws,
+		config: "targets:\n  - name: dev\n    kind: local\n    workspace: " + ws + "\n    redact: {secretFiles: [.env], viewers: true}\n"})
+	s := connectTo(t, srv, "dev", "dev")
+	args := func(m map[string]any) map[string]any {
+		m["sessionName"], m["sessionToken"] = s.name, s.tok
+		return m
+	}
+	mon := str(mustOK(t, srv.call(t, "ssh_get_monitoring_url", args(map[string]any{})))["monitoringUrl"])
+	token := dataDirToken(t, srv.dataDir)
+
+	// A viewer who is there from the start sees everything live.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	live, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(mon, "http")+"/ws", &websocket.DialOptions{HTTPHeader: operatorHeader(mon, token)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.CloseNow()
+	live.SetReadLimit(16 << 20)
+	var seen strings.Builder
+	seenDone := make(chan struct{})
+	go func() {
+		defer close(seenDone)
+		for {
+			typ, p, err := live.Read(ctx)
+			if err != nil {
+				return
+			}
+			if typ == websocket.MessageBinary {
+				seen.Write(p)
+				if strings.Contains(seen.String(), "viewer-4\r\n") {
+					return
+				}
+			}
+		}
+	}()
+
+	r := result(t, s.exec(t, "cat .env; echo agent-done"))
+	noSecret(t, "the agent's reply", str(r["stdout"]), secrets)
+	typeOverWebSocket(t, mon, token, "cat .env; : "+secrets[1]+"; echo human-$((6*7))\r", "human-42\r\n")
+	wantError(t, gateOf(t, s), "user_activity_detected")
+	mustOK(t, s.exec(t, "echo viewer-$((2+2))"))
+	select {
+	case <-seenDone:
+	case <-ctx.Done():
+		t.Fatalf("the live viewer never saw the last command; it saw:\n%s", lastN(seen.String(), 2000))
+	}
+	noSecret(t, "the live terminal", seen.String(), secrets)
+	if n := strings.Count(seen.String(), "[REDACTED:"); n < 10 {
+		t.Errorf("the live terminal shows %d markers, want 10 at least:\n%s", n, lastN(seen.String(), 3000))
+	}
+	mustOK(t, srv.call(t, "ssh_disconnect", args(map[string]any{})))
+
+	casts, _ := filepath.Glob(filepath.Join(srv.dataDir, "recordings", "*.cast"))
+	if len(casts) != 1 {
+		t.Fatalf("want one cast, found %v", casts)
+	}
+	f, err := os.Open(casts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, events, err := recording.Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cast strings.Builder
+	for _, e := range events {
+		cast.WriteString(e.Data)
+	}
+	noSecret(t, "the recording", cast.String(), secrets)
+	raw, err := os.ReadFile(casts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	noSecret(t, "the recording's file", string(raw), secrets)
+
+	b := testenv.Browser(t)
+	err = chromedp.Do(b, chromedp.Navigate(mon), chromedp.WaitReady(chromedp.ID("speed")),
+		chromedp.SetValue(chromedp.ID("speed"), "instant"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("speed").dispatchEvent(new Event("change"))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	screen := waitScreen(t, b, func(s string) bool { return contains(s, "human-42") && contains(s, "[REDACTED:") })
+	noSecret(t, "the replay page", screen, secrets)
+}
+
+// gateOf is the reply to the agent's next call once the human's command
+// has ended: the gate's report.
+func gateOf(t *testing.T, s sess) map[string]any {
+	t.Helper()
+	var gate map[string]any
+	if !waitFor(15*time.Second, func() bool {
+		gate = s.exec(t, "true")
+		return gate["error"] != "session_busy" // the human's command is still ending
+	}) {
+		t.Fatalf("the session stayed busy after the human's command: %v", gate)
+	}
+	return gate
+}
