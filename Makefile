@@ -40,6 +40,8 @@ lint:
 # command that starts /bin/true 1,000 times in the sandbox, exec judging off
 # and on, and the policy's median decision per exec. BenchmarkProxy: a 1 GiB
 # download and a new connection, directly and through the egress proxy.
+# BenchmarkRedactReply: the bounded reply of seq 1 100000 through the
+# TypeScript SDK, with the default redaction patterns and without.
 bench:
 	cd bench && npm ci --no-audit --no-fund
 	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS|BenchmarkIdleSessionsRSS|BenchmarkCluster|BenchmarkHandover' -benchtime 1x ./cmd/tandem/

@@ -225,6 +225,39 @@ func TestEgressAllowlist(t *testing.T) {
 	}
 }
 
+// TestEgressAskHoldsTheCall: while a connection waits for a human past
+// approvals.waitSeconds, the agent's ssh_exec answers approval_pending,
+// naming the connection and the approval, as it does for a program that
+// waits; the command keeps running, and goes on once a human approves.
+func TestEgressAskHoldsTheCall(t *testing.T) {
+	dl := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "worth the wait") }))
+	t.Cleanup(dl.Close)
+	port := portOf(t, dl.Listener.Addr())
+	ws := t.TempDir()
+	cfg := egressConfig(ws, map[string]string{
+		"dev": fmt.Sprintf(`{allow: ["127.0.0.1:%d"], ask: true, hosts: {ask.test: 127.0.0.1}}`, port),
+	}, "approvals: {waitSeconds: 2}\n")
+	srv := startServer(t, serverOpts{dir: ws, config: cfg})
+	op := newOperatorClient(t, srv)
+	s := connectTo(t, srv, "dev", "held")
+	target := fmt.Sprintf("ask.test:%d", port)
+	e := wantError(t, s.exec(t, "curl -sS -f --max-time 60 http://"+target+"/", 50), "approval_pending")
+	if e["connection"] != target || str(e["approvalId"]) == "" || e["running"] != true || !strings.Contains(str(e["message"]), "connection to "+target) {
+		t.Fatalf("the held call's reply: %v", e)
+	}
+	wantError(t, s.exec(t, "true"), "session_busy")
+	op.do(t, http.MethodPost, "/api/approvals/"+str(e["approvalId"])+"/decision", `{"approve":true}`)
+	args := map[string]any{"sessionName": "held", "sessionToken": s.tok, "commandId": e["commandId"], "waitSeconds": 20}
+	var r map[string]any
+	waitFor(30*time.Second, func() bool {
+		r = mustOK(t, srv.call(t, "ssh_read_output", args))
+		return r["running"] == false
+	})
+	if r["data"] != "worth the wait" || r["exitCode"] != 0.0 {
+		t.Errorf("the approved download: %v", r)
+	}
+}
+
 // TestEgressPackageManagers: real go and npm download through the proxy
 // from registries served on loopback under test names.
 func TestEgressPackageManagers(t *testing.T) {

@@ -86,7 +86,21 @@ func (s *Server) askConnection(ctx context.Context, c session.Caller, sess *sess
 	act := approval.Action{Tenant: c.Tenant, Actor: c.Actor, SessionID: sess.ID, SessionName: sess.Name,
 		Target: sess.Target.Name, Tool: networkTool, Command: "connect " + target}
 	reason := fmt.Sprintf("session %s wants to reach %s, which its network allowlist does not list", sess.Name, target)
-	out, err := b.Ask(ctx, act, "network.ask", reason, approval.Hooks{Wait: b.Options().Timeout + time.Second})
+	var release func()
+	hooks := approval.Hooks{
+		Wait: b.Options().Timeout + time.Second, // the connection waits until the approval expires
+		// The agent's ssh_exec waiting for the command answers
+		// approval_pending once waitSeconds have passed, naming it.
+		OnPending: func(a approval.Approval) {
+			if rel, ok := sess.HoldAgent(a.ID); ok {
+				release = rel
+			}
+		},
+	}
+	out, err := b.Ask(ctx, act, "network.ask", reason, hooks)
+	if release != nil {
+		release()
+	}
 	if err != nil {
 		return false, err
 	}

@@ -305,13 +305,21 @@ func blockedReason(rec session.Record) string {
 func (s *Server) heldFailure(c session.Caller, te *session.TimeoutError) *failure {
 	f := reply{"running": true, "commandId": te.Partial.ID, "approvalId": te.Held, "partial": s.result(c, te.Partial)}
 	what := "a program the command started"
+	outcome := "it runs if approved and fails with \"Operation not permitted\" if denied"
 	if b := s.deps.Approvals; b != nil {
 		if a, ok := b.Get(te.Held); ok {
-			what = fmt.Sprintf("the program %q that the command started", a.Action.Command)
-			f["program"] = reply{"command": a.Action.Command, "cwd": a.Action.Cwd}
 			f["expiresAt"] = a.Expires.UTC().Format(time.RFC3339Nano)
 			f["rule"] = a.Rule
+			if a.Action.Tool == networkTool {
+				host := strings.TrimPrefix(a.Action.Command, "connect ")
+				what = fmt.Sprintf("a connection to %s, which the session's network allowlist does not list,", host)
+				outcome = "it goes through if approved and fails (403 from the proxy) if denied"
+				f["connection"] = host
+			} else {
+				what = fmt.Sprintf("the program %q that the command started", a.Action.Command)
+				f["program"] = reply{"command": a.Action.Command, "cwd": a.Action.Cwd}
+			}
 		}
 	}
-	return fail(codeApprovalPending, fmt.Sprintf("The command is running, and %s waits for a human's approval (%s); it runs if approved and fails with \"Operation not permitted\" if denied. Follow the command with ssh_read_output and its commandId (waitSeconds waits; running turns false when it ends); until it ends the session answers session_busy.", what, te.Held), f)
+	return fail(codeApprovalPending, fmt.Sprintf("The command is running, and %s waits for a human's approval (%s); %s. Follow the command with ssh_read_output and its commandId (waitSeconds waits; running turns false when it ends); until it ends the session answers session_busy.", what, te.Held, outcome), f)
 }

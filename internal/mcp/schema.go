@@ -181,6 +181,7 @@ var replyFields = schema{
 	"fullScreen":           typed("boolean", "command_timeout, ssh_send_input: a full-screen program (vim, less, top) shows the alternate screen."),
 	"program":              typed("string", "With fullScreen: the program that holds the terminal, where tandem can tell."),
 	"lastLine":             typed("string", "command_timeout: the last line the command printed, e.g. the prompt it waits at."),
+	"connection":           typed("string", "approval_pending: the host:port a program of the command waits to reach, which the network allowlist does not list."),
 	"auditError":           typed("string", "The call happened but could not be written to the audit log."),
 	"mayHaveRun":           typed("boolean", "node_unavailable: the call reached the session's node before that node stopped answering, so it may have run there."),
 	"approvalId":           typed("string", "The human approval this call needed: approved (the call ran), or approval_pending, approval_denied, approval_timeout."),

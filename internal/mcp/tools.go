@@ -235,8 +235,9 @@ func (s *Server) judgedExec(ctx context.Context, c session.Caller, sess *session
 		}
 		prog := startProgress(ctx, s.heartbeat())
 		eo := session.ExecOptions{Timeout: timeout, OnOutput: prog.hook(), Check: check}
-		if sess.Target.JudgeExec != nil && s.deps.Approvals != nil {
-			// A program held for a human answers like an ask: approval_pending.
+		if (sess.Target.JudgeExec != nil || (sess.Target.Egress != nil && sess.Target.Egress.Ask)) && s.deps.Approvals != nil {
+			// A program, or a connection, held for a human answers like an
+			// ask: approval_pending.
 			eo.HoldWait = s.deps.Approvals.Options().Wait
 		}
 		rec, err := sess.Exec(ctx, command, eo)

@@ -380,6 +380,10 @@ func (s *Session) Exec(ctx context.Context, command string, o shell.ExecOptions)
 	return rec, nil
 }
 
+// HoldAgent marks the agent's running command as waiting for a human's
+// decision id (see shell.Shell.HoldAgent); ok is false when none runs.
+func (s *Session) HoldAgent(id string) (release func(), ok bool) { return s.sh.HoldAgent(id) }
+
 // Cancel interrupts the agent's running command.
 func (s *Session) Cancel(ctx context.Context) (shell.Record, error) {
 	if err := s.AgentMayAct(); err != nil {

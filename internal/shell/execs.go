@@ -149,6 +149,22 @@ func (s *Shell) hold(a *agentRun, id string) (release func()) {
 	}
 }
 
+// HoldAgent marks the agent's running command as held for a human's
+// decision id, as ExecInfo.Hold does for a program it started: for a
+// connection one of its programs waits on (the egress proxy's ask). The
+// Exec waiting for the command then returns after HoldWait, naming id.
+// ok is false when no agent command runs.
+func (s *Shell) HoldAgent(id string) (release func(), ok bool) {
+	s.mu.Lock()
+	a := s.agent
+	running := a != nil && a.started && a.phase != phaseDone
+	s.mu.Unlock()
+	if !running {
+		return nil, false
+	}
+	return s.hold(a, id), true
+}
+
 // holdExpired reports whether a program of the command has waited for a
 // human longer than the Exec call waits; s.mu is held.
 func (a *agentRun) holdExpired() bool {
