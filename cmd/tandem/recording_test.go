@@ -21,19 +21,7 @@ func TestRecordingAndReplay(t *testing.T) {
 	mustOK(t, s.exec(t, "printf 'caf\\303\\251 \\342\\234\\223\\n'"))
 	mustOK(t, s.srv.call(t, "ssh_disconnect", map[string]any{"sessionName": s.name, "sessionToken": s.tok}))
 
-	casts, _ := filepath.Glob(filepath.Join(s.srv.dataDir, "recordings", "*.cast"))
-	if len(casts) != 1 {
-		t.Fatalf("want one cast, found %v", casts)
-	}
-	f, err := os.Open(casts[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h, events, err := recording.Read(f)
-	if err != nil {
-		t.Fatalf("cast does not parse as asciicast v2: %v", err)
-	}
+	_, h, events := onlyCast(t, s.srv.dataDir)
 	if h.Version != 2 || h.Width <= 0 || h.Height <= 0 {
 		t.Errorf("header %+v", h)
 	}
@@ -56,11 +44,30 @@ func TestRecordingAndReplay(t *testing.T) {
 	}
 
 	ctx := testenv.Browser(t)
-	err = chromedp.Do(ctx, chromedp.Navigate(url), chromedp.WaitReady(chromedp.ID("speed")),
+	err := chromedp.Do(ctx, chromedp.Navigate(url), chromedp.WaitReady(chromedp.ID("speed")),
 		chromedp.SetValue(chromedp.ID("speed"), "instant"),
 		chromedp.Evaluate[chromedp.Void](`document.getElementById("speed").dispatchEvent(new Event("change"))`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitScreen(t, ctx, func(s string) bool { return contains(s, "recorded-out") && contains(s, "café ✓") })
+}
+
+// onlyCast reads the one recording in dataDir: its path, header and events.
+func onlyCast(t *testing.T, dataDir string) (string, recording.Header, []recording.Event) {
+	t.Helper()
+	casts, _ := filepath.Glob(filepath.Join(dataDir, "recordings", "*.cast"))
+	if len(casts) != 1 {
+		t.Fatalf("want one cast, found %v", casts)
+	}
+	f, err := os.Open(casts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h, events, err := recording.Read(f)
+	if err != nil {
+		t.Fatalf("cast does not parse as asciicast v2: %v", err)
+	}
+	return casts[0], h, events
 }

@@ -17,7 +17,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tandem-sh/tandem/internal/mcptest"
-	"github.com/tandem-sh/tandem/internal/recording"
 	"github.com/tandem-sh/tandem/internal/testenv"
 )
 
@@ -352,25 +351,13 @@ func TestRedactViewers(t *testing.T) {
 	}
 	mustOK(t, srv.call(t, "ssh_disconnect", args(map[string]any{})))
 
-	casts, _ := filepath.Glob(filepath.Join(srv.dataDir, "recordings", "*.cast"))
-	if len(casts) != 1 {
-		t.Fatalf("want one cast, found %v", casts)
-	}
-	f, err := os.Open(casts[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	_, events, err := recording.Read(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	castFile, _, events := onlyCast(t, srv.dataDir)
 	var cast strings.Builder
 	for _, e := range events {
 		cast.WriteString(e.Data)
 	}
 	noSecret(t, "the recording", cast.String(), secrets)
-	raw, err := os.ReadFile(casts[0])
+	raw, err := os.ReadFile(castFile)
 	if err != nil {
 		t.Fatal(err)
 	}

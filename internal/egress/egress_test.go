@@ -386,13 +386,9 @@ func TestProxyAsks(t *testing.T) {
 	}
 }
 
-// TestProxyLimits: a session's program cannot make more than MaxAsking
-// connections wait for a human, nor hold more than MaxOpen open at once;
-// the one past a limit is refused at once, and a place freed is usable
-// again.
-func TestProxyLimits(t *testing.T) {
-	release := make(chan struct{})
-	var waiting atomic.Int32
+// echoListener serves TCP on loopback, echoing what each connection sends.
+func echoListener(t *testing.T) net.Listener {
+	t.Helper()
 	echo, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -407,6 +403,17 @@ func TestProxyLimits(t *testing.T) {
 			go func() { _, _ = io.Copy(c, c); c.Close() }()
 		}
 	}()
+	return echo
+}
+
+// TestProxyLimits: a session's program cannot make more than MaxAsking
+// connections wait for a human, nor hold more than MaxOpen open at once;
+// the one past a limit is refused at once, and a place freed is usable
+// again.
+func TestProxyLimits(t *testing.T) {
+	release := make(chan struct{})
+	var waiting atomic.Int32
+	echo := echoListener(t)
 	f := newFixture(t, []string{echo.Addr().String()}, map[string]string{"ask.test": "203.0.113.9"},
 		func(ctx context.Context, host string, port uint16) (bool, error) {
 			waiting.Add(1)
@@ -517,20 +524,7 @@ func TestProxyNotAProxyRequest(t *testing.T) {
 // TestProxyCloseEndsTunnels: closing a session's port ends its open
 // tunnels and frees the port.
 func TestProxyCloseEndsTunnels(t *testing.T) {
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { echo.Close() })
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = io.Copy(c, c); c.Close() }()
-		}
-	}()
+	echo := echoListener(t)
 	f := newFixture(t, []string{echo.Addr().String()}, nil, nil)
 	c, err := net.Dial("tcp", f.l.ln.Addr().String())
 	if err != nil {
