@@ -30,7 +30,7 @@ func auditCmd(stdout io.Writer) *cobra.Command {
 			"verify proves the chain intact; tail shows recent records.",
 		Args: cobra.NoArgs,
 	}
-	c.AddCommand(auditVerifyCmd(stdout), auditTailCmd(stdout))
+	c.AddCommand(auditVerifyCmd(stdout), auditTailCmd(stdout), auditRawKeysCmd(stdout), auditRawCmd(stdout))
 	return c
 }
 

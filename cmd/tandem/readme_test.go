@@ -20,6 +20,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tandem-sh/tandem/internal/config"
+	"github.com/tandem-sh/tandem/internal/seal"
 )
 
 // readmeBlock is one fenced code block of the README.
@@ -60,6 +61,7 @@ func readmeBlocks(t *testing.T) []readmeBlock {
 var pathKeys = map[string]bool{
 	"workspace": true, "readOnly": true, "keyFile": true, "passwordFile": true, "knownHosts": true,
 	"caFile": true, "secretFile": true, "signingKey": true, "tokenFile": true, "operatorTokenFile": true,
+	"rawKey": true,
 }
 
 // TestREADMEConfigsLoad: every YAML block of the README loads with
@@ -202,6 +204,12 @@ func materialize(t *testing.T, key, v, root, home, cfgDir string) string {
 		content = []byte(strings.Repeat("ab12", 16) + "\n")
 	case "knownHosts", "readOnly":
 		content = []byte("\n")
+	case "rawKey":
+		pub, _, err := seal.NewKeys()
+		if err != nil {
+			t.Fatal(err)
+		}
+		content = []byte(pub.String() + "\n")
 	default:
 		content = []byte("secret\n")
 	}

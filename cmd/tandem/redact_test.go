@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io/fs"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -386,4 +387,80 @@ func gateOf(t *testing.T, s sess) map[string]any {
 		t.Fatalf("the session stayed busy after the human's command: %v", gate)
 	}
 	return gate
+}
+
+// TestRedactRawExport: with redact.rawKey, the exact bytes of every stream
+// that had secrets redacted are kept sealed to the operator's public key.
+// `tandem audit raw` with the private key prints them, the agent's and the
+// human's; another key opens nothing; a stream with nothing redacted keeps
+// no sealed copy; and no file in the data dir holds a secret in the clear
+// (viewers: true keeps the recording redacted too).
+func TestRedactRawExport(t *testing.T) {
+	keys := t.TempDir()
+	priv, pub := filepath.Join(keys, "raw.key"), filepath.Join(keys, "raw.pub")
+	if out, err := tandemCLI(t, "audit", "raw-keys", priv, pub); err != nil {
+		t.Fatalf("raw-keys: %v\n%s", err, out)
+	}
+	if out, err := tandemCLI(t, "audit", "raw-keys", priv, pub); err == nil || !strings.Contains(out, "never overwritten") {
+		t.Errorf("raw-keys over existing keys: %v\n%s", err, out)
+	}
+	otherPriv, otherPub := filepath.Join(keys, "other.key"), filepath.Join(keys, "other.pub")
+	if out, err := tandemCLI(t, "audit", "raw-keys", otherPriv, otherPub); err != nil {
+		t.Fatalf("raw-keys: %v\n%s", err, out)
+	}
+	ws := t.TempDir()
+	env, secrets := dotEnv(t)
+	if err := os.WriteFile(filepath.Join(ws, ".env"), []byte(env), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, serverOpts{dir: ws,
+		config: "targets:\n  - {name: dev, kind: local, workspace: " + ws + "}\nredact: {secretFiles: [.env], viewers: true, rawKey: " + pub + "}\n"})
+	s := connectTo(t, srv, "dev", "dev")
+	agent := s.exec(t, "cat .env; cat .env >&2")
+	if r := result(t, agent); r["stdoutRedacted"] != 5.0 || r["stderrRedacted"] != 5.0 {
+		t.Fatalf("the agent's reply: %v", r)
+	}
+	plain := s.exec(t, "echo nothing secret")
+	mon := str(mustOK(t, srv.call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": "dev", "sessionToken": s.tok}))["monitoringUrl"])
+	typeOverWebSocket(t, mon, dataDirToken(t, srv.dataDir), "cat .env; echo raw-$((3*3))\r", "raw-9\r\n")
+	g := wantError(t, gateOf(t, s), "user_activity_detected")
+	human := g["userCommands"].([]any)[0].(map[string]any)
+	mustOK(t, srv.call(t, "ssh_disconnect", map[string]any{"sessionName": "dev", "sessionToken": s.tok}))
+
+	raw := func(id, stream, key string) (string, error) {
+		return tandemCLI(t, "audit", "raw", id, "--stream", stream, "--key", key, "--data-dir", srv.dataDir)
+	}
+	for _, stream := range []string{"stdout", "stderr"} {
+		if out, err := raw(str(agent["commandId"]), stream, priv); err != nil || out != env {
+			t.Errorf("the agent's exact %s: %v\n%q\nwant\n%q", stream, err, out, env)
+		}
+	}
+	if out, err := raw(str(human["commandId"]), "stdout", priv); err != nil || !strings.Contains(out, env) || !strings.Contains(out, "raw-9") {
+		t.Errorf("the human's exact output: %v\n%s", err, out)
+	}
+	if out, err := raw(str(agent["commandId"]), "stdout", otherPriv); err == nil || !strings.Contains(out, "does not open with this key") || leaked(out, secrets) != "" {
+		t.Errorf("another key: %v\n%s", err, out)
+	}
+	if out, err := raw(str(plain["commandId"]), "stdout", priv); err == nil || !strings.Contains(out, "nothing in it was redacted") {
+		t.Errorf("a stream with nothing redacted: %v\n%s", err, out)
+	}
+	if out, err := raw("../../etc/passwd", "stdout", priv); err == nil || !strings.Contains(out, "not a command id") {
+		t.Errorf("a path as the id: %v\n%s", err, out)
+	}
+
+	_ = srv.cs.Close() // closes stdin and waits for the process: every file is written
+	err := filepath.WalkDir(srv.dataDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		noSecret(t, p, string(b), secrets)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

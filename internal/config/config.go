@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/egress"
+	"github.com/tandem-sh/tandem/internal/seal"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -277,6 +278,10 @@ type Redact struct {
 	// recording (and so the replay) show too; off by default, so the
 	// operator's record keeps the exact bytes.
 	Viewers *bool `yaml:"viewers"`
+	// RawKey is a file with an operator's public key (tandem audit
+	// raw-keys): the exact bytes of every stream that had secrets
+	// redacted are kept sealed to it, for tandem audit raw.
+	RawKey string `yaml:"rawKey"`
 }
 
 // RedactFor combines the redact sections that apply to a tenant's target
@@ -295,6 +300,9 @@ func (c *Config) RedactFor(tenant, target string) Redact {
 			if *b[1] != nil {
 				*b[0] = *b[1]
 			}
+		}
+		if r.RawKey != "" {
+			out.RawKey = r.RawKey
 		}
 	}
 	add(c.Redact)
@@ -534,14 +542,14 @@ func (c *Config) validate(base, home string) error {
 		bad("audit.onFailure", "must be refuse or continue, got %q", c.Audit.OnFailure)
 	}
 	c.validateCluster(base, home, bad)
-	validateRedact("redact", c.Redact, home, bad)
+	validateRedact("redact", c.Redact, base, home, bad)
 	for i, t := range c.Targets {
-		validateRedact(fmt.Sprintf("targets[%d].redact", i), t.Redact, home, bad)
+		validateRedact(fmt.Sprintf("targets[%d].redact", i), t.Redact, base, home, bad)
 	}
 	for i, tn := range c.Tenants {
-		validateRedact(fmt.Sprintf("tenants[%d].redact", i), tn.Redact, home, bad)
+		validateRedact(fmt.Sprintf("tenants[%d].redact", i), tn.Redact, base, home, bad)
 		for j, t := range tn.Targets {
-			validateRedact(fmt.Sprintf("tenants[%d].targets[%d].redact", i, j), t.Redact, home, bad)
+			validateRedact(fmt.Sprintf("tenants[%d].targets[%d].redact", i, j), t.Redact, base, home, bad)
 		}
 	}
 	if c.Web.OperatorTokenFile != "" {
@@ -1069,10 +1077,17 @@ func knownHostsOK(p, policy string) error {
 	return nil
 }
 
-// validateRedact checks a redact section and expands its "~/" paths.
-func validateRedact(key string, r *Redact, home string, bad func(key, format string, a ...any)) {
+// validateRedact checks a redact section and expands its "~/" paths; the
+// raw key's path resolves like other files of the config.
+func validateRedact(key string, r *Redact, base, home string, bad func(key, format string, a ...any)) {
 	if r == nil {
 		return
+	}
+	if r.RawKey != "" {
+		r.RawKey = resolve(r.RawKey, base, home)
+		if _, err := seal.ReadKey(r.RawKey); err != nil {
+			bad(key+".rawKey", "%v", strings.TrimPrefix(err.Error(), "seal: "))
+		}
 	}
 	for i, p := range r.SecretFiles {
 		k := fmt.Sprintf("%s.secretFiles[%d]", key, i)

@@ -347,6 +347,10 @@ func TestConfigMistakes(t *testing.T) {
 			`line 2: redact.viewers: "sometimes" is not true or false`},
 		{"redact unknown key", "redact:\n  secretFile: [.env]\n",
 			"line 2: redact.secretFile: unknown key; did you mean secretFiles?"},
+		{"redact raw key missing", "redact: {rawKey: nope.pub}\n",
+			"redact.rawKey: open " + dir + "/nope.pub: no such file or directory"},
+		{"redact raw key not a key", "redact: {rawKey: " + key + "}\n",
+			"redact.rawKey: " + key + ": not a key: want 32 bytes in base64 on one line (tandem audit raw-keys writes them)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tandem-sh/tandem/internal/seal"
 	"github.com/tandem-sh/tandem/internal/shell"
 	"github.com/tandem-sh/tandem/internal/spool"
 )
@@ -189,6 +190,9 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 		// A human's running command can be read back, and named when busy.
 		OnStart: func(r shell.Record) { s.keep(r, false); s.markCommand(r, false) },
 		Redact:  t.Redact, RedactViewers: t.RedactViewers,
+	}
+	if k, sp := t.RawKey, m.opts.Spool; k != nil && sp != nil {
+		so.Raw = func(name string) shell.RawSink { return seal.Create(sp.SealedPath(name), *k) }
 	}
 	if t.JudgeExec != nil {
 		so.JudgeExec = func(ctx context.Context, x shell.ExecInfo) shell.ExecRuling { return t.JudgeExec(ctx, s, x) }

@@ -22,6 +22,7 @@ import (
 	"github.com/tandem-sh/tandem/internal/egress"
 	"github.com/tandem-sh/tandem/internal/recording"
 	"github.com/tandem-sh/tandem/internal/redact"
+	"github.com/tandem-sh/tandem/internal/seal"
 	"github.com/tandem-sh/tandem/internal/shell"
 	"github.com/tandem-sh/tandem/internal/spool"
 )
@@ -66,6 +67,9 @@ type Target struct {
 	Redact *redact.Redactor
 	// RedactViewers redacts what viewers and the recording see as well.
 	RedactViewers bool
+	// RawKey, if set, is the operator's public key the exact bytes of
+	// redacted streams are sealed to, beside their spool files.
+	RawKey *seal.Key
 }
 
 // Status values reported for sessions.

@@ -51,7 +51,7 @@ func (s *Shell) background(stream int, p []byte) {
 		id := "bg_" + newCommandID()[len("cmd_"):]
 		b := &bgRun{rec: Record{ID: id, Source: "background", Command: "output of background jobs", Started: time.Now(),
 			Stdout: s.opts.Spool.New(id + ".stdout"), Stderr: s.opts.Spool.New(id + ".stderr")}}
-		b.out[0], b.out[1] = s.newOut(b.rec.Stdout), s.newOut(b.rec.Stderr)
+		b.out[0], b.out[1] = s.newOut(b.rec.Stdout, id+".stdout"), s.newOut(b.rec.Stderr, id+".stderr")
 		s.bg = b
 	}
 	_, _ = s.bg.out[stream].Write(p)

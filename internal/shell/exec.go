@@ -338,8 +338,8 @@ func (s *Shell) claim(ctx context.Context, command string, o ExecOptions) (*agen
 		onOutput: o.OnOutput,
 		holdWait: o.HoldWait,
 	}
-	for i := range a.out {
-		a.out[i] = s.newOut(sinkFunc(func(p []byte) { a.captured(i, p) }))
+	for i, name := range []string{id + ".stdout", id + ".stderr"} {
+		a.out[i] = s.newOut(sinkFunc(func(p []byte) { a.captured(i, p) }), name)
 	}
 	s.agent = a
 	return a, nil

@@ -33,19 +33,36 @@ func (f sinkFunc) Write(p []byte) (int, error) {
 type outStream struct {
 	w   io.Writer
 	red *redact.Stream
+	raw RawSink // the exact bytes, for the operator (Options.Raw); nil: none
 }
 
-// newOut returns the stream that writes to w what the agent may read.
-func (s *Shell) newOut(w io.Writer) *outStream {
+// RawSink keeps the exact bytes of a stream whose readable copy is
+// redacted, where only the operator can read them back (see Options.Raw).
+type RawSink interface {
+	io.Writer
+	// Close ends the stream; keep is false when nothing in it was
+	// redacted, so the exact bytes are the readable ones.
+	Close(keep bool) error
+}
+
+// newOut returns the stream that writes to w what the agent may read;
+// name names the stream's spool file.
+func (s *Shell) newOut(w io.Writer, name string) *outStream {
 	o := &outStream{w: w}
 	if s.opts.Redact != nil {
 		o.red = s.opts.Redact.Stream(w)
+		if s.opts.Raw != nil {
+			o.raw = s.opts.Raw(name)
+		}
 	}
 	return o
 }
 
 // Write passes p on, redacted. It never fails: capture never stops the shell.
 func (o *outStream) Write(p []byte) (int, error) {
+	if o.raw != nil {
+		_, _ = o.raw.Write(p)
+	}
 	if o.red != nil {
 		_, _ = o.red.Write(p)
 		return len(p), nil
@@ -61,7 +78,12 @@ func (o *outStream) end() int {
 		return 0
 	}
 	_ = o.red.Flush()
-	return o.red.Counts().Total()
+	n := o.red.Counts().Total()
+	if o.raw != nil {
+		_ = o.raw.Close(n > 0)
+		o.raw = nil
+	}
+	return n
 }
 
 // count is how many markers the stream has written so far.

@@ -74,6 +74,10 @@ type Options struct {
 	// RedactViewers also redacts what viewers see, the scrollback and
 	// what Output and Input pass on (the recording).
 	RedactViewers bool
+	// Raw, if set with Redact, opens where the exact bytes of a captured
+	// stream go (name is its spool file's, e.g. cmd_….stdout): kept only
+	// when something in the stream was redacted.
+	Raw func(name string) RawSink
 }
 
 // Record is one finished command, the agent's or the human's.

@@ -59,6 +59,14 @@ type opened struct {
 	err error
 }
 
+// SealedPath is where the sealed exact bytes of the stream name are
+// kept (see package seal), beside its spool file. The directory is
+// created if need be.
+func (d *Dir) SealedPath(name string) string {
+	_ = d.ensure()
+	return filepath.Join(d.Path, name+".sealed")
+}
+
 // New returns an empty stream that spills to Path/name.
 func (d *Dir) New(name string) *File {
 	return &File{dir: d, name: name}

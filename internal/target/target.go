@@ -20,6 +20,7 @@ import (
 	"github.com/tandem-sh/tandem/internal/egress"
 	"github.com/tandem-sh/tandem/internal/redact"
 	"github.com/tandem-sh/tandem/internal/sandbox"
+	"github.com/tandem-sh/tandem/internal/seal"
 	"github.com/tandem-sh/tandem/internal/session"
 	"github.com/tandem-sh/tandem/internal/shell/local"
 	"github.com/tandem-sh/tandem/internal/shell/sshconn"
@@ -206,12 +207,12 @@ func (r *Resolver) Named(tenant, workspace, name string) (session.Target, error)
 		if err != nil {
 			return session.Target{}, fmt.Errorf("target %q: %w", name, err)
 		}
-		red, viewers, err := r.redactor(tenant, name, t.Workspace, true, nil)
+		red, rx, err := r.redactor(tenant, name, t.Workspace, true, nil)
 		if err != nil {
 			return session.Target{}, fmt.Errorf("%w: target %q: %v; ask the operator to fix tandem.yaml's redact section", ErrCredentials, name, err)
 		}
 		t := session.Target{Name: name, Kind: "local", Host: "localhost", Username: r.User, Dialer: o, Workspace: t.Workspace, Scope: workspace, Egress: egr,
-			Redact: red, RedactViewers: viewers}
+			Redact: red, RedactViewers: rx.viewers, RawKey: rx.rawKey}
 		if !o.NoSandbox {
 			e := sandbox.Describe(o.Network)
 			if egr != nil {
@@ -234,12 +235,12 @@ func (r *Resolver) Named(tenant, workspace, name string) (session.Target, error)
 			o.Password = strings.TrimRight(string(pw), "\r\n")
 		}
 		o.KnownHostsFile, o.TrustedKnownHosts = r.knownHosts(t.KnownHosts)
-		red, viewers, err := r.redactor(tenant, name, r.Config.BaseDir(), false, sshSecrets(o))
+		red, rx, err := r.redactor(tenant, name, r.Config.BaseDir(), false, sshSecrets(o))
 		if err != nil {
 			return session.Target{}, fmt.Errorf("%w: target %q: %v; ask the operator to fix tandem.yaml's redact section", ErrCredentials, name, err)
 		}
 		return session.Target{Name: name, Kind: "ssh", Host: t.Host, Port: t.Port, Username: t.User, Dialer: o, Scope: workspace,
-			Redact: red, RedactViewers: viewers}, nil
+			Redact: red, RedactViewers: rx.viewers, RawKey: rx.rawKey}, nil
 	}
 }
 
@@ -268,11 +269,11 @@ func (r *Resolver) AdHoc(tenant string, p SSH) (session.Target, error) {
 	if len(o.PrivateKey) == 0 {
 		o.PrivateKey = nil
 	}
-	red, viewers, err := r.redactor(tenant, "", r.Config.BaseDir(), false, sshSecrets(o))
+	red, rx, err := r.redactor(tenant, "", r.Config.BaseDir(), false, sshSecrets(o))
 	if err != nil {
 		return session.Target{}, fmt.Errorf("%w: %v; ask the operator to fix tandem.yaml's redact section", ErrCredentials, err)
 	}
-	return session.Target{Kind: "ssh", Host: p.Host, Port: p.Port, Username: p.Username, Dialer: o, Redact: red, RedactViewers: viewers}, nil
+	return session.Target{Kind: "ssh", Host: p.Host, Port: p.Port, Username: p.Username, Dialer: o, Redact: red, RedactViewers: rx.viewers, RawKey: rx.rawKey}, nil
 }
 
 // knownHosts returns the file host keys are pinned in and the files that
@@ -325,7 +326,7 @@ func egressOf(n config.Network) (*session.Egress, error) {
 // config says. A workspace without a listed relative file (a project with
 // no .env) has no such secrets; any other missing file is an error. Nil
 // when there is nothing to look for.
-func (r *Resolver) redactor(tenant, target, dir string, inWorkspace bool, held []redact.Literal) (*redact.Redactor, bool, error) {
+func (r *Resolver) redactor(tenant, target, dir string, inWorkspace bool, held []redact.Literal) (*redact.Redactor, redactExtras, error) {
 	rc := r.Config.RedactFor(tenant, target)
 	c := redact.Config{Env: rc.Env, Patterns: rc.Patterns, Entropy: rc.Entropy != nil && *rc.Entropy}
 	for _, p := range rc.SecretFiles {
@@ -338,13 +339,27 @@ func (r *Resolver) redactor(tenant, target, dir string, inWorkspace bool, held [
 		c.SecretFiles = append(c.SecretFiles, p)
 	}
 	if c.Patterns != nil && !*c.Patterns && !c.Entropy && len(c.SecretFiles) == 0 && len(c.Env) == 0 && len(held) == 0 {
-		return nil, false, nil
+		return nil, redactExtras{}, nil
 	}
 	red, err := redact.New(c, redact.Options{Home: r.Home, Environ: os.Environ(), Literals: held})
 	if err != nil {
-		return nil, false, err
+		return nil, redactExtras{}, err
 	}
-	return red, rc.Viewers != nil && *rc.Viewers, nil
+	x := redactExtras{viewers: rc.Viewers != nil && *rc.Viewers}
+	if rc.RawKey != "" {
+		k, err := seal.ReadKey(rc.RawKey)
+		if err != nil {
+			return nil, redactExtras{}, fmt.Errorf("redact.rawKey: %w", err)
+		}
+		x.rawKey = &k
+	}
+	return red, x, nil
+}
+
+// redactExtras are the redact settings besides the redactor.
+type redactExtras struct {
+	viewers bool
+	rawKey  *seal.Key
 }
 
 // sshSecrets are the credentials tandem holds for an ssh connection.
