@@ -210,6 +210,19 @@ func TestRedaction(t *testing.T) {
 		}
 	})
 
+	// The agent may write the workspace: a listed secret file it turns
+	// into a symlink to a file outside does not make tandem read it, or
+	// say anything of it, when the next session connects.
+	t.Run("symlink out of the workspace", func(t *testing.T) {
+		mustOK(t, s.exec(t, "ln -s /etc/passwd missing-in-this-project.env"))
+		r := srv.call(t, "ssh_connect", map[string]any{"name": "second", "target": "dev"})
+		msg := str(r["message"])
+		if r["success"] != false || !strings.Contains(msg, "leads out of") || strings.Contains(msg, "root:") {
+			t.Errorf("connect with a secret file linked out of the workspace: %v", r)
+		}
+		mustOK(t, s.exec(t, "rm missing-in-this-project.env"))
+	})
+
 	t.Run("gate", func(t *testing.T) {
 		mon := str(mustOK(t, srv.call(t, "ssh_get_monitoring_url", args(map[string]any{})))["monitoringUrl"])
 		token := dataDirToken(t, srv.dataDir)

@@ -165,38 +165,22 @@ const (
 	MaxAsking = 4
 )
 
-// enter counts a request in, unless the session already has MaxOpen.
-func (l *Listener) enter() bool {
+// take counts one more in *n, unless it is already at max; l.mu guards
+// the counters (open, asking).
+func (l *Listener) take(n *int, max int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.open >= MaxOpen {
+	if *n >= max {
 		return false
 	}
-	l.open++
+	*n++
 	return true
 }
 
-func (l *Listener) leave() {
+// give counts one out of *n.
+func (l *Listener) give(n *int) {
 	l.mu.Lock()
-	l.open--
-	l.mu.Unlock()
-}
-
-// startAsking counts a connection that will wait for a human, unless
-// MaxAsking already do.
-func (l *Listener) startAsking() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.asking >= MaxAsking {
-		return false
-	}
-	l.asking++
-	return true
-}
-
-func (l *Listener) doneAsking() {
-	l.mu.Lock()
-	l.asking--
+	*n--
 	l.mu.Unlock()
 }
 
@@ -376,11 +360,11 @@ func (l *Listener) judge(ctx context.Context, c *Conn) ([]netip.Addr, error) {
 		if l.s.Ask == nil {
 			return refuse(unlisted)
 		}
-		if !l.startAsking() {
+		if !l.take(&l.asking, MaxAsking) {
 			return refuse(fmt.Sprintf("not on the allowlist, and %d connections of this session already wait for a human; retry once they are decided", MaxAsking))
 		}
 		yes, err := l.s.Ask(ctx, c.Host, c.Port)
-		l.doneAsking()
+		l.give(&l.asking)
 		if err != nil || !yes {
 			c.Decision, c.Reason = Denied, "a human did not let it through"
 			if err != nil {
@@ -478,11 +462,11 @@ func (l *Listener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Header.Del("Proxy-Authorization") // never passed on
-	if !l.enter() {
+	if !l.take(&l.open, MaxOpen) {
 		http.Error(w, fmt.Sprintf("tandem's egress proxy: this session already has %d connections open; close some and retry", MaxOpen), http.StatusServiceUnavailable)
 		return
 	}
-	defer l.leave()
+	defer l.give(&l.open)
 	switch {
 	case r.Method == http.MethodConnect:
 		l.connect(w, r)

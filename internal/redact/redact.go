@@ -51,6 +51,12 @@ type Options struct {
 	// Environ is the KEY=VALUE list Config.Env names are looked up in
 	// (os.Environ() in a real run). A later entry for a key wins.
 	Environ []string
+	// Root, if set, is a directory others may write (a sandboxed
+	// session's workspace): a relative secret file is opened beneath it,
+	// never through a symlink or ".." that leads out of it, so a file put
+	// there cannot make tandem read, or report on, anything else. One that
+	// does not exist there is skipped: that project has no such secrets.
+	Root string
 	// Literals are further secret values, such as an SSH password tandem
 	// holds. Nil means none.
 	Literals []Literal
@@ -76,7 +82,7 @@ type Redactor struct {
 func New(c Config, o Options) (*Redactor, error) {
 	var lits []Literal
 	for _, p := range c.SecretFiles {
-		vals, err := readSecretFile(p, o.Home)
+		vals, err := readSecretFile(p, o.Home, o.Root)
 		if err != nil {
 			return nil, err
 		}

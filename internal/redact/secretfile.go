@@ -11,11 +11,25 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
-// readSecretFile reads the configured path p and returns its values.
-func readSecretFile(p, home string) ([]string, error) {
+// readSecretFile reads the configured path p and returns its values; a
+// relative p with root set is opened beneath root (Options.Root), and is
+// no values when it does not exist.
+func readSecretFile(p, home, root string) ([]string, error) {
 	name := p
+	if root != "" && !filepath.IsAbs(p) && !strings.HasPrefix(p, "~") {
+		data, err := readBeneath(root, p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, &FileError{Path: p, Err: err}
+		}
+		return parseSecretFile(p, data)
+	}
 	switch {
 	case strings.HasPrefix(p, "~/"):
 		if home == "" {
@@ -56,6 +70,34 @@ func readRegular(name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return readOpened(f)
+}
+
+// readBeneath is readRegular for rel opened beneath the directory root:
+// a path, symlink or ".." that would leave root is refused by the kernel
+// (openat2 RESOLVE_BENEATH), whatever was put in root meanwhile.
+func readBeneath(root, rel string) ([]byte, error) {
+	dir, err := os.Open(root)
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
+	fd, err := unix.Openat2(int(dir.Fd()), rel, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if errors.Is(err, unix.EXDEV) {
+		return nil, fmt.Errorf("it leads out of %s (a symlink or ..); a secret file must lie within it", root)
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: rel, Err: err}
+	}
+	return readOpened(os.NewFile(uintptr(fd), rel))
+}
+
+// readOpened reads f, a regular file of at most MaxSecretFileBytes, and
+// closes it.
+func readOpened(f *os.File) ([]byte, error) {
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {

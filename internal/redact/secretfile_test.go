@@ -181,3 +181,51 @@ func TestSecretFileNotRegular(t *testing.T) {
 		})
 	}
 }
+
+// TestSecretFileBeneathRoot: with Options.Root (a workspace the agent may
+// write), a relative secret file is read only within it: a symlink out of
+// it, a symlinked directory and ".." are refused without reading anything
+// outside, and a file the workspace lacks is no secrets.
+func TestSecretFileBeneathRoot(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	secret := filepath.Join(outside, "secret.env")
+	if err := os.WriteFile(secret, []byte("TOKEN=outside-value-123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, ".env"), []byte("TOKEN=inside-value-456\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(root, "link.env")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(root, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		file, err, redacted string
+	}{
+		{".env", "", "inside-value-456"},
+		{"absent.env", "", ""},
+		{"link.env", "leads out of", ""},
+		{"sub/secret.env", "leads out of", ""},
+		{"../" + filepath.Base(outside) + "/secret.env", "leads out of", ""},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			r, err := redact.New(redact.Config{SecretFiles: []string{tc.file}}, redact.Options{Root: root})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) || strings.Contains(err.Error(), "outside-value") {
+					t.Fatalf("New = %v, want an error with %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.redacted != "" {
+				if got, _ := r.String("v=" + tc.redacted); got != "v=[REDACTED:file]" {
+					t.Errorf("String = %q", got)
+				}
+			}
+		})
+	}
+}

@@ -7,7 +7,6 @@ package target
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -207,12 +206,12 @@ func (r *Resolver) Named(tenant, workspace, name string) (session.Target, error)
 		if err != nil {
 			return session.Target{}, fmt.Errorf("target %q: %w", name, err)
 		}
-		red, rx, err := r.redactor(tenant, name, t.Workspace, true, nil)
+		red, err := r.redactionFor(tenant, name, t.Workspace, true, nil)
 		if err != nil {
-			return session.Target{}, fmt.Errorf("%w: target %q: %v; ask the operator to fix tandem.yaml's redact section", ErrCredentials, name, err)
+			return session.Target{}, err
 		}
-		t := session.Target{Name: name, Kind: "local", Host: "localhost", Username: r.User, Dialer: o, Workspace: t.Workspace, Scope: workspace, Egress: egr,
-			Redact: red, RedactViewers: rx.viewers, RawKey: rx.rawKey}
+		t := session.Target{Name: name, Kind: "local", Host: "localhost", Username: r.User, Dialer: o, Workspace: t.Workspace, Scope: workspace, Egress: egr}
+		red.apply(&t)
 		if !o.NoSandbox {
 			e := sandbox.Describe(o.Network)
 			if egr != nil {
@@ -235,12 +234,13 @@ func (r *Resolver) Named(tenant, workspace, name string) (session.Target, error)
 			o.Password = strings.TrimRight(string(pw), "\r\n")
 		}
 		o.KnownHostsFile, o.TrustedKnownHosts = r.knownHosts(t.KnownHosts)
-		red, rx, err := r.redactor(tenant, name, r.Config.BaseDir(), false, sshSecrets(o))
+		red, err := r.redactionFor(tenant, name, r.Config.BaseDir(), false, sshSecrets(o))
 		if err != nil {
-			return session.Target{}, fmt.Errorf("%w: target %q: %v; ask the operator to fix tandem.yaml's redact section", ErrCredentials, name, err)
+			return session.Target{}, err
 		}
-		return session.Target{Name: name, Kind: "ssh", Host: t.Host, Port: t.Port, Username: t.User, Dialer: o, Scope: workspace,
-			Redact: red, RedactViewers: rx.viewers, RawKey: rx.rawKey}, nil
+		st := session.Target{Name: name, Kind: "ssh", Host: t.Host, Port: t.Port, Username: t.User, Dialer: o, Scope: workspace}
+		red.apply(&st)
+		return st, nil
 	}
 }
 
@@ -269,11 +269,13 @@ func (r *Resolver) AdHoc(tenant string, p SSH) (session.Target, error) {
 	if len(o.PrivateKey) == 0 {
 		o.PrivateKey = nil
 	}
-	red, rx, err := r.redactor(tenant, "", r.Config.BaseDir(), false, sshSecrets(o))
+	red, err := r.redactionFor(tenant, "", r.Config.BaseDir(), false, sshSecrets(o))
 	if err != nil {
-		return session.Target{}, fmt.Errorf("%w: %v; ask the operator to fix tandem.yaml's redact section", ErrCredentials, err)
+		return session.Target{}, err
 	}
-	return session.Target{Kind: "ssh", Host: p.Host, Port: p.Port, Username: p.Username, Dialer: o, Redact: red, RedactViewers: rx.viewers, RawKey: rx.rawKey}, nil
+	st := session.Target{Kind: "ssh", Host: p.Host, Port: p.Port, Username: p.Username, Dialer: o}
+	red.apply(&st)
+	return st, nil
 }
 
 // knownHosts returns the file host keys are pinned in and the files that
@@ -319,47 +321,68 @@ func egressOf(n config.Network) (*session.Egress, error) {
 	return e, nil
 }
 
-// redactor builds what keeps secrets out of a session's output: the redact
+// redactionFor builds what keeps secrets out of a session's output: the redact
 // sections for the tenant's target, with relative secret files read in dir
 // (a local workspace when inWorkspace, or tandem.yaml's directory), and
 // the credentials tandem holds for it, which are redacted whatever the
-// config says. A workspace without a listed relative file (a project with
-// no .env) has no such secrets; any other missing file is an error. Nil
-// when there is nothing to look for.
-func (r *Resolver) redactor(tenant, target, dir string, inWorkspace bool, held []redact.Literal) (*redact.Redactor, redactExtras, error) {
+// config says. A workspace's files are opened beneath it (redact.Options
+// Root), and one it lacks (a project with no .env) has no secrets; any
+// other missing file is an error. Nil when there is nothing to look for.
+func (r *Resolver) redactionFor(tenant, target, dir string, inWorkspace bool, held []redact.Literal) (redaction, error) {
+	red, err := r.buildRedaction(tenant, target, dir, inWorkspace, held)
+	if err != nil {
+		what := "ad-hoc ssh sessions"
+		if target != "" {
+			what = fmt.Sprintf("target %q", target)
+		}
+		return redaction{}, fmt.Errorf("%w: %s: %v; ask the operator to fix tandem.yaml's redact section", ErrCredentials, what, err)
+	}
+	return red, nil
+}
+
+// buildRedaction is redactionFor without the error's advice.
+func (r *Resolver) buildRedaction(tenant, target, dir string, inWorkspace bool, held []redact.Literal) (redaction, error) {
 	rc := r.Config.RedactFor(tenant, target)
 	c := redact.Config{Env: rc.Env, Patterns: rc.Patterns, Entropy: rc.Entropy != nil && *rc.Entropy}
+	o := redact.Options{Home: r.Home, Environ: os.Environ(), Literals: held}
+	if inWorkspace {
+		// The agent may write the workspace: its files are read beneath it.
+		o.Root = dir
+	}
 	for _, p := range rc.SecretFiles {
-		if !filepath.IsAbs(p) {
+		if !inWorkspace && !filepath.IsAbs(p) {
 			p = filepath.Join(dir, p)
-			if _, err := os.Lstat(p); inWorkspace && errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
 		}
 		c.SecretFiles = append(c.SecretFiles, p)
 	}
 	if c.Patterns != nil && !*c.Patterns && !c.Entropy && len(c.SecretFiles) == 0 && len(c.Env) == 0 && len(held) == 0 {
-		return nil, redactExtras{}, nil
+		return redaction{}, nil
 	}
-	red, err := redact.New(c, redact.Options{Home: r.Home, Environ: os.Environ(), Literals: held})
+	red, err := redact.New(c, o)
 	if err != nil {
-		return nil, redactExtras{}, err
+		return redaction{}, err
 	}
-	x := redactExtras{viewers: rc.Viewers != nil && *rc.Viewers}
+	x := redaction{redactor: red, viewers: rc.Viewers != nil && *rc.Viewers}
 	if rc.RawKey != "" {
 		k, err := seal.ReadKey(rc.RawKey)
 		if err != nil {
-			return nil, redactExtras{}, fmt.Errorf("redact.rawKey: %w", err)
+			return redaction{}, fmt.Errorf("redact.rawKey: %w", err)
 		}
 		x.rawKey = &k
 	}
-	return red, x, nil
+	return x, nil
 }
 
-// redactExtras are the redact settings besides the redactor.
-type redactExtras struct {
-	viewers bool
-	rawKey  *seal.Key
+// redaction is what a target's redact settings give a session.
+type redaction struct {
+	redactor *redact.Redactor
+	viewers  bool
+	rawKey   *seal.Key
+}
+
+// apply sets the session target's redaction fields.
+func (x redaction) apply(t *session.Target) {
+	t.Redact, t.RedactViewers, t.RawKey = x.redactor, x.viewers, x.rawKey
 }
 
 // sshSecrets are the credentials tandem holds for an ssh connection.
