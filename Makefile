@@ -70,6 +70,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzCollapseFrames -fuzztime 30s ./internal/mcp/
 	$(GO) test -run '^$$' -fuzz FuzzGrep -fuzztime 30s ./internal/mcp/
 	$(GO) test -run '^$$' -fuzz FuzzInflightBody -fuzztime 30s ./internal/mcp/
+	$(GO) test -run '^$$' -fuzz FuzzHeldState -fuzztime 30s ./internal/mcp/
 	$(GO) test -run '^$$' -fuzz FuzzOutput -fuzztime 30s ./internal/recording/
 	$(GO) test -run '^$$' -fuzz FuzzVerify -fuzztime 30s ./internal/claim/
 	$(GO) test -run '^$$' -fuzz FuzzDecide -fuzztime 30s ./internal/policy/

@@ -359,9 +359,10 @@ type Network struct {
 	// Allow lists the hosts, addresses and presets the proxy lets
 	// through (egress.ParseAllow).
 	Allow []string `yaml:"allow"`
-	// Ask holds a connection to an unlisted host until a human decides,
-	// instead of refusing it.
-	Ask bool `yaml:"ask"`
+	// Ask holds a connection to an unlisted host until someone decides,
+	// instead of refusing it: true asks this tandem's approvers, forward
+	// the policy's upstream approver.
+	Ask Ask `yaml:"ask"`
 	// Hosts answers for these names without DNS, as /etc/hosts would
 	// (e.g. an internal registry); the address is still judged.
 	Hosts map[string]string `yaml:"hosts"`
@@ -369,7 +370,38 @@ type Network struct {
 
 // Proxied reports whether the target's network goes through tandem's
 // egress proxy.
-func (n Network) Proxied() bool { return !n.On && (len(n.Allow) > 0 || n.Ask) }
+func (n Network) Proxied() bool { return !n.On && (len(n.Allow) > 0 || n.Ask != AskNo) }
+
+// Ask is network.ask: who decides a connection to a host the allowlist
+// does not list.
+type Ask int
+
+// The values of network.ask.
+const (
+	// AskNo refuses an unlisted host (ask: false, the default).
+	AskNo Ask = iota
+	// AskHere holds it for this tandem's approvers (ask: true): the
+	// dashboard, the monitoring page, and the agent's client where the
+	// policy's approvers include it.
+	AskHere
+	// AskForward holds it for the policy's forward upstream (ask:
+	// forward); this tandem's dashboard may answer first.
+	AskForward
+)
+
+// UnmarshalYAML reads ask: true, false or forward.
+func (a *Ask) UnmarshalYAML(node *yaml.Node) error {
+	if node.Kind == yaml.ScalarNode && node.Value == "forward" {
+		*a = AskForward
+		return nil
+	}
+	var on bool
+	if err := node.Decode(&on); err != nil {
+		return fmt.Errorf("line %d: network.ask is true, false or forward", node.Line)
+	}
+	*a = map[bool]Ask{false: AskNo, true: AskHere}[on]
+	return nil
+}
 
 // UnmarshalYAML reads network: true, false or a mapping.
 func (n *Network) UnmarshalYAML(node *yaml.Node) error {
@@ -528,6 +560,7 @@ func (c *Config) validate(base, home string) error {
 			validatePolicy(fmt.Sprintf("tenants[%d].targets[%d].policy", i, j), t.Policy, base, home, squat, bad)
 		}
 	}
+	c.validateAskForward(bad)
 	if a := c.Approvals; a.WaitSeconds < 0 || a.TimeoutSeconds < 0 || a.MaxRememberMinutes < 0 || a.WaitSeconds > a.TimeoutSeconds {
 		bad("approvals", "waitSeconds, timeoutSeconds and maxRememberMinutes must be positive, and waitSeconds at most timeoutSeconds")
 	}
@@ -791,6 +824,29 @@ func (c *Config) validateAuth(bad func(key, format string, a ...any)) {
 		}
 		if is.Audience == "" {
 			bad(k+".audience", "is required: the aud this issuer's tokens carry for this server")
+		}
+	}
+}
+
+// validateAskForward checks that a target whose network.ask is forward
+// has an upstream to forward to: its policy's forward.
+func (c *Config) validateAskForward(bad func(key, format string, a ...any)) {
+	check := func(key, tenant string, t Target) {
+		if t.Network.Ask != AskForward {
+			return
+		}
+		if p := c.PolicyFor(tenant, t.Name); p == nil || p.Forward == nil {
+			bad(key+".network.ask", "is forward, and the target's policy has no forward upstream: add policy.forward {url, tokenFile}, or set ask: true")
+		}
+	}
+	if len(c.Tenants) == 0 {
+		for i, t := range c.Targets {
+			check(fmt.Sprintf("targets[%d]", i), DefaultTenant, t)
+		}
+	}
+	for i, tn := range c.Tenants {
+		for j, t := range tn.Targets {
+			check(fmt.Sprintf("tenants[%d].targets[%d]", i, j), tn.Name, t)
 		}
 	}
 }

@@ -58,6 +58,10 @@ func shape(n *yaml.Node, t reflect.Type, path string, errs *[]error) {
 		if n.Tag != "!!bool" {
 			bad("%s is not true or false", quoted(n))
 		}
+	case t == reflect.TypeFor[Ask]():
+		if n.Kind != yaml.ScalarNode || (n.Tag != "!!bool" && n.Value != "forward") {
+			bad("%s is not true, false or forward", quoted(n))
+		}
 	case t == reflect.TypeFor[Duration]():
 		if n.Kind != yaml.ScalarNode {
 			bad("must be a duration like 30s, 15m or 12h")

@@ -42,6 +42,11 @@ const (
 	Denied = "denied"
 )
 
+// Denial is Ask's no with its reason: the approver's own words.
+type Denial struct{ Reason string }
+
+func (d *Denial) Error() string { return d.Reason }
+
 // Conn describes one connection a session asked the proxy for: reported
 // once when it is decided, and again, with its byte counts and duration,
 // when it ends (Ended set). A refused connection is reported once.
@@ -100,7 +105,8 @@ type Session struct {
 	// like any other address.
 	Hosts map[string][]netip.Addr
 	// Ask, when set, is asked about a host no rule allows and answers
-	// whether a human let it through; nil refuses such hosts.
+	// whether a human let it through; nil refuses such hosts. A *Denial
+	// error says why a human, or an upstream approver, said no.
 	Ask func(ctx context.Context, host string, port uint16) (bool, error)
 	// Report is told of every decision and every connection's end; it
 	// must not block.
@@ -367,7 +373,11 @@ func (l *Listener) judge(ctx context.Context, c *Conn) ([]netip.Addr, error) {
 		l.give(&l.asking)
 		if err != nil || !yes {
 			c.Decision, c.Reason = Denied, "a human did not let it through"
-			if err != nil {
+			var d *Denial
+			switch {
+			case errors.As(err, &d):
+				c.Reason = "denied: " + d.Reason
+			case err != nil:
 				c.Reason = "no human let it through: " + err.Error()
 			}
 			return nil, &refusal{conn: *c}

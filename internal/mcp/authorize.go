@@ -206,14 +206,15 @@ func (s *Server) knownTenant(tenant string) bool {
 
 // forwardUp asks the upstream about a pending approval and records its
 // answer here. An upstream that cannot be reached denies, saying so;
-// pending leaves the approval open for the agent's repeat.
-func (s *Server) forwardUp(ctx context.Context, up Upstream, a approval.Approval, wait time.Duration) {
+// pending leaves the approval open for the agent's repeat, and is
+// reported.
+func (s *Server) forwardUp(ctx context.Context, up Upstream, a approval.Approval, wait time.Duration) (pending bool) {
 	ans, err := up.Ask(ctx, forward.Request{Approval: a.Request}, max(wait-time.Second, time.Second))
 	d := approval.Decision{By: approval.ByUpstream, Approver: ans.DecidedBy, Reason: ans.Message}
 	switch {
 	case err != nil:
 		if ctx.Err() != nil {
-			return // the call is gone; its repeat asks again
+			return false // the call is gone; its repeat asks again
 		}
 		s.log.Warn("the upstream approver gave no answer; denying", "approval", a.ID, "err", err)
 		d.Reason = "the upstream approver could not be reached (" + err.Error() + ")"
@@ -224,11 +225,12 @@ func (s *Server) forwardUp(ctx context.Context, up Upstream, a approval.Approval
 			d.Reason = "denied upstream"
 		}
 	default: // pending upstream
-		return
+		return true
 	}
 	if _, err := s.deps.Approvals.Decide(context.WithoutCancel(ctx), a.ID, d); err != nil {
 		s.log.Debug("the upstream's answer came after another", "approval", a.ID, "err", err)
 	}
+	return false
 }
 
 // Forwarded decides an approval a downstream tandem forwarded here, by

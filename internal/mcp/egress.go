@@ -86,25 +86,31 @@ func (s *Server) askConnection(ctx context.Context, c session.Caller, sess *sess
 	act := approval.Action{Tenant: c.Tenant, Actor: c.Actor, SessionID: sess.ID, SessionName: sess.Name,
 		Target: sess.Target.Name, Tool: networkTool, Command: "connect " + target}
 	reason := fmt.Sprintf("session %s wants to reach %s, which its network allowlist does not list", sess.Name, target)
-	var release func()
-	hooks := approval.Hooks{
-		Wait: b.Options().Timeout + time.Second, // the connection waits until the approval expires
-		// The agent's ssh_exec waiting for the command answers
-		// approval_pending once waitSeconds have passed, naming it.
-		OnPending: func(a approval.Approval) {
-			if rel, ok := sess.HoldAgent(a.ID); ok {
-				release = rel
+	rule := "network.ask"
+	if sess.Target.Egress.Forward {
+		rule = "network.forward"
+	}
+	// The connection waits until the approval is decided or expires; the
+	// agent's ssh_exec waiting for the command answers approval_pending
+	// once waitSeconds have passed, naming it.
+	out, err := s.askHeld(ctx, heldAsk{sess: sess, act: act, rule: rule, reason: reason,
+		hold: func(id string, wait time.Duration) func() {
+			if rel, ok := sess.HoldAgent(id, wait); ok {
+				return rel
 			}
+			return nil
 		},
-	}
-	out, err := b.Ask(ctx, act, "network.ask", reason, hooks)
-	if release != nil {
-		release()
-	}
-	if err != nil {
+		forward: sess.Target.Egress.Forward, gone: "the connection closed while it waited"})
+	switch {
+	case err != nil:
 		return false, err
+	case out.Kind == approval.Run:
+		return true, nil
+	case out.Kind == approval.Refused && out.Approval.Decision != nil && out.Approval.Decision.Reason != "":
+		d := out.Approval.Decision
+		return false, &egress.Denial{Reason: fmt.Sprintf("%s (decided by %s)", d.Reason, d.By)}
 	}
-	return out.Kind == approval.Run, nil
+	return false, nil
 }
 
 // endGrace bounds the wait, at a command's end, for the proxy to report

@@ -41,12 +41,16 @@ func clientCanElicit(ss *mcp.ServerSession) bool {
 func elicitMessage(a approval.Approval) string {
 	act := a.Action
 	var b strings.Builder
-	fmt.Fprintf(&b, "tandem: the agent asks to run %s in session %q", act.Tool, act.SessionName)
-	if act.Target != "" {
-		fmt.Fprintf(&b, " on target %q", act.Target)
-	}
-	if act.Command != "" {
-		fmt.Fprintf(&b, ":\n\n%s\n\nin %s", act.Command, act.Cwd)
+	if what, ok := heldWhat(a); ok {
+		b.WriteString(what)
+	} else {
+		fmt.Fprintf(&b, "tandem: the agent asks to run %s in session %q", act.Tool, act.SessionName)
+		if act.Target != "" {
+			fmt.Fprintf(&b, " on target %q", act.Target)
+		}
+		if act.Command != "" {
+			fmt.Fprintf(&b, ":\n\n%s\n\nin %s", act.Command, act.Cwd)
+		}
 	}
 	if a.Reason != "" {
 		fmt.Fprintf(&b, "\n\nThe policy asks because %s.", strings.TrimSuffix(a.Reason, "."))

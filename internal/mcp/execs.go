@@ -207,26 +207,11 @@ func (s *Server) askExec(ctx context.Context, sess *session.Session, x shell.Exe
 	act := approval.Action{Tenant: c.Tenant, Actor: c.Actor, SessionID: sess.ID, SessionName: sess.Name,
 		Target: sess.Target.Name, Tool: execTool, Command: shellQuote(x.Argv, x.Truncated), Cwd: x.Cwd, Parent: x.Command}
 	reason := fmt.Sprintf("a program started by the agent's command %q: %s", clip(x.Command, 200), v.Reason)
-	var release func()
-	hooks := approval.Hooks{
-		// Until the approval expires: the program waits in the kernel.
-		Wait: b.Options().Timeout + time.Second,
-	}
-	var asked string
-	hooks.OnPending = func(a approval.Approval) {
-		asked = a.ID
-		release = x.Hold(a.ID)
-	}
-	out, err := b.Ask(ctx, act, v.Rule, reason, hooks)
-	if release != nil {
-		release()
-	}
-	if err != nil && asked != "" {
-		// The program is gone (killed, or its session ended) while it
-		// waited: its approval must not stay pending.
-		_, _ = b.Decide(context.WithoutCancel(ctx), asked, approval.Decision{By: byProgramGone,
-			Reason: "the program stopped waiting: its process or its session ended"})
-	}
+	// The program waits in the kernel until the approval is decided or
+	// expires; if it is killed, or its session ends, first, its approval
+	// is settled.
+	out, err := s.askHeld(ctx, heldAsk{sess: sess, act: act, rule: v.Rule, reason: reason, hold: x.Hold,
+		forward: v.Decision == policy.Forward, gone: "the program stopped waiting: its process or its session ended"})
 	if err == nil && out.Kind == approval.Run {
 		return shell.ExecRuling{Allow: true, Decision: execApproved, Rule: v.Rule}
 	}

@@ -137,6 +137,10 @@ type Server struct {
 	// inflight tracks the tool calls served over HTTP (HTTPHandler).
 	inflight *inflight
 
+	// held routes the held asks of running commands to the agent's
+	// client or an upstream (held.go).
+	held heldClients
+
 	mu      sync.Mutex
 	callers map[*mcp.ServerSession]string
 	stashes map[*mcp.ServerSession]*stash // connections Run serves
@@ -219,6 +223,8 @@ type call struct {
 	// input, if set, is the call's answer instead of its reply: requests
 	// for the client (protocol 2026-07-28), which repeats the call.
 	input mcp.InputRequestMap
+	// requestState goes with input, for the repeated call.
+	requestState string
 	// raw, if set, is sent instead of the reply's usual rendering: a
 	// result in another program's shape (permissions__approve).
 	raw *mcp.CallToolResult
@@ -265,6 +271,14 @@ func callFrom(ctx context.Context) *call {
 	return &call{}
 }
 
+// serverSession is the connection the call came on, if any.
+func (c *call) serverSession() *mcp.ServerSession {
+	if c.req == nil {
+		return nil
+	}
+	return c.req.Session
+}
+
 // noteSession records which session a call touched.
 func noteSession(ctx context.Context, sess *session.Session) {
 	c := callFrom(ctx)
@@ -296,7 +310,7 @@ func handler[A any](s *Server, name string, run func(ctx context.Context, c sess
 			res, err = result(r), nil
 			switch {
 			case info.input != nil:
-				res = &mcp.CallToolResult{InputRequests: info.input}
+				res = &mcp.CallToolResult{InputRequests: info.input, RequestState: info.requestState}
 			case info.raw != nil:
 				res = info.raw
 			case name == permissionsTool && r["success"] != true:

@@ -163,6 +163,12 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 		}
 		timeout = time.Duration(*a.TimeoutSeconds * float64(time.Second))
 	}
+	if req := callFrom(ctx).req; req != nil && req.Params != nil {
+		if apr, cmd, ok := parseHeldState(req.Params.RequestState); ok {
+			// The repeat of a call whose command waits for a human.
+			return s.resumeHeld(ctx, c, sess, apr, cmd, timeout)
+		}
+	}
 	// The human's commands come first: an agent asks for approval only
 	// with the shell's current picture in hand. Exec checks the gate
 	// again, atomically, after any wait.
@@ -173,9 +179,18 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 		return nil, err
 	}
 	rec, err := s.judgedExec(ctx, c, sess, a.Command, timeout)
+	return s.execReply(ctx, c, sess, rec, err, "")
+}
+
+// execReply is an ssh_exec's reply for its command's record, or the error
+// its wait ended with. A command held for a human answers
+// approval_pending, or, for a 2026-07-28 client that may answer it, the
+// approval form (skip: the approval it answered already).
+func (s *Server) execReply(ctx context.Context, c session.Caller, sess *session.Session, rec session.Record, err error, skip string) (reply, error) {
 	callFrom(ctx).commandID = rec.ID
 	if te := (*session.TimeoutError)(nil); errors.As(err, &te) && te.Held != "" {
 		callFrom(ctx).approvalID = te.Held
+		s.offerForm(ctx, c, sess, te, skip)
 	}
 	if err != nil {
 		if rec.Stdout != nil && (errors.Is(err, session.ErrShellExited) || errors.Is(err, session.ErrCaptureFailed) ||
@@ -220,6 +235,7 @@ func (e *cwdChanged) Error() string {
 // judged it.
 func (s *Server) judgedExec(ctx context.Context, c session.Caller, sess *session.Session, command string, timeout time.Duration) (session.Record, error) {
 	act := sessionAction(c, sess, "ssh_exec", command)
+	defer s.askThisClient(ctx, c, sess)()
 	for range maxRejudge {
 		if err := s.authorize(ctx, c, "ssh_exec", sess.Target.Name, act); err != nil {
 			return session.Record{}, err

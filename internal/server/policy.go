@@ -86,7 +86,9 @@ func compilePolicies(cfg *config.Config, httpMode bool) (func(tenant, target str
 		cp := cfg.PolicyFor(tenant, target)
 		p := compiled[cp]
 		if p == nil {
-			return mcp.Policy{}
+			// No policy: nothing is judged, and a held ask (a network
+			// connection) goes to the default approvers.
+			return mcp.Policy{AskClient: askClient(nil, httpMode)}
 		}
 		mp := mcp.Policy{Judge: p, AskClient: askClient(cp.Approvers, httpMode)}
 		if up := upstreams[cp]; up != nil {

@@ -17,6 +17,9 @@ type Egress struct {
 	Allow egress.Allowlist
 	// Ask holds an unlisted host for a human instead of refusing it.
 	Ask bool
+	// Forward sends that ask to the policy's upstream approver, as a
+	// forward rule does (network.ask: forward).
+	Forward bool
 	// Hosts answers for these names without DNS.
 	Hosts map[string][]netip.Addr
 	// Open starts the session's port on the proxy before its shell

@@ -386,7 +386,43 @@ func (s *Session) Exec(ctx context.Context, command string, o shell.ExecOptions)
 
 // HoldAgent marks the agent's running command as waiting for a human's
 // decision id (see shell.Shell.HoldAgent); ok is false when none runs.
-func (s *Session) HoldAgent(id string) (release func(), ok bool) { return s.sh.HoldAgent(id) }
+func (s *Session) HoldAgent(id string, wait time.Duration) (release func(), ok bool) {
+	return s.sh.HoldAgent(id, wait)
+}
+
+// AwaitHeld goes on waiting for the agent's command id after an Exec
+// returned because a program or connection of it waited for a human (see
+// shell.Shell.AwaitHeld): the record once it ended, or a *TimeoutError,
+// with Held set when it waits for another decision than skip.
+func (s *Session) AwaitHeld(ctx context.Context, id string, d time.Duration, skip string) (Record, error) {
+	s.touch()
+	held, running, err := s.sh.AwaitHeld(ctx, id, d, skip)
+	if err != nil {
+		rec, _, _ := s.Command(id)
+		return rec, s.wrapShellErr(err)
+	}
+	if running {
+		rec, _, _ := s.Command(id)
+		te := &TimeoutError{Partial: rec, Held: held}
+		if held == "" {
+			te.State, _ = s.sh.State(id)
+		}
+		return rec, te
+	}
+	// Ended: its end is filed a moment later (commandDone).
+	s.WaitCommand(ctx, id, endFiledWait, func(_ Record, done bool) bool { return done })
+	rec, done, ok := s.Command(id)
+	switch {
+	case !ok:
+		return Record{}, fmt.Errorf("session %q: command %s is no longer kept: %w", s.Name, id, ErrNotRunning)
+	case !done:
+		return rec, &TimeoutError{Partial: rec}
+	}
+	return rec, nil
+}
+
+// endFiledWait bounds the wait for an ended command's record to be filed.
+const endFiledWait = 2 * time.Second
 
 // Cancel interrupts the agent's running command.
 func (s *Session) Cancel(ctx context.Context) (shell.Record, error) {

@@ -166,6 +166,7 @@ type agentRun struct {
 	holdWait   time.Duration // ExecOptions.HoldWait
 	held       string        // what a held program of the command waits for
 	heldAt     time.Time     // since when; zero when nothing is held
+	heldWait   time.Duration // how long Exec waits on this hold
 	phase      phase
 	sent       bool // the record went to the shell's "in" FIFO
 	reply      string

@@ -2,6 +2,8 @@ package shell
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/execguard"
@@ -30,10 +32,11 @@ type ExecInfo struct {
 	ShellCwd string
 	// Hold, for an agent command's exec, tells the waiting Exec call that
 	// the program waits for a human (id names the approval): the call
-	// returns after ExecOptions.HoldWait while the command keeps running.
-	// The judge calls the returned release once the wait is over. Nil
-	// outside agent commands.
-	Hold func(id string) (release func())
+	// returns after ExecOptions.HoldWait while the command keeps running,
+	// or after wait if that is shorter (a client answers the approval in
+	// the call's reply). The judge calls the returned release once the
+	// wait is over. Nil outside agent commands.
+	Hold func(id string, wait time.Duration) (release func())
 }
 
 // ExecRuling is a judge's answer for one exec.
@@ -106,7 +109,7 @@ func (s *Shell) judgeExec(ctx context.Context, e execguard.Exec, foreground bool
 		}
 	}
 	if x.Source == "agent" {
-		x.Hold = func(id string) func() { return s.hold(a, id) }
+		x.Hold = func(id string, wait time.Duration) func() { return s.hold(a, id, wait) }
 	}
 	x.ShellCwd = s.cwd
 	s.mu.Unlock()
@@ -125,14 +128,17 @@ func (s *Shell) judgeExec(ctx context.Context, e execguard.Exec, foreground bool
 }
 
 // hold marks a's command as waiting for a human about one of its
-// programs, and wakes its Exec once HoldWait has passed; release clears
-// the mark.
-func (s *Shell) hold(a *agentRun, id string) (release func()) {
+// programs, and wakes its Exec once HoldWait (or the shorter wait) has
+// passed; release clears the mark.
+func (s *Shell) hold(a *agentRun, id string, wait time.Duration) (release func()) {
 	s.mu.Lock()
-	a.held, a.heldAt = id, time.Now()
+	a.held, a.heldAt, a.heldWait = id, time.Now(), a.holdWait
+	if wait > 0 && a.holdWait > 0 {
+		a.heldWait = min(wait, a.holdWait)
+	}
 	var t *time.Timer
-	if a.holdWait > 0 {
-		t = time.AfterFunc(a.holdWait, s.wake)
+	if a.heldWait > 0 {
+		t = time.AfterFunc(a.heldWait, s.wake)
 	}
 	s.changed.Broadcast()
 	s.mu.Unlock()
@@ -152,9 +158,9 @@ func (s *Shell) hold(a *agentRun, id string) (release func()) {
 // HoldAgent marks the agent's running command as held for a human's
 // decision id, as ExecInfo.Hold does for a program it started: for a
 // connection one of its programs waits on (the egress proxy's ask). The
-// Exec waiting for the command then returns after HoldWait, naming id.
-// ok is false when no agent command runs.
-func (s *Shell) HoldAgent(id string) (release func(), ok bool) {
+// Exec waiting for the command then returns after HoldWait (or wait, if
+// shorter), naming id. ok is false when no agent command runs.
+func (s *Shell) HoldAgent(id string, wait time.Duration) (release func(), ok bool) {
 	s.mu.Lock()
 	a := s.agent
 	running := a != nil && a.started && a.phase != phaseDone
@@ -162,13 +168,49 @@ func (s *Shell) HoldAgent(id string) (release func(), ok bool) {
 	if !running {
 		return nil, false
 	}
-	return s.hold(a, id), true
+	return s.hold(a, id, wait), true
+}
+
+// AwaitHeld goes on waiting for the agent's command id, which an Exec left
+// running because one of its programs waited for a human, as that Exec
+// would have: until the command ends, until a program of it has waited
+// HoldWait on a decision other than skip (one just made, whose hold is
+// about to be released), or until d. running is false once the command
+// ended (or when it is not the agent's running command: it ended before);
+// held names what it waits for, if that is why it returned.
+func (s *Shell) AwaitHeld(ctx context.Context, id string, d time.Duration, skip string) (held string, running bool, err error) {
+	s.mu.Lock()
+	a := s.agent
+	ours := func() bool { return s.agent == a && a.phase != phaseDone }
+	if a == nil || a.rec.ID != id || !ours() {
+		s.mu.Unlock()
+		return "", false, nil
+	}
+	stop := func() bool { return a.holdExpired() && a.held != skip }
+	err = s.waitUntil(ctx, d, func() bool { return !ours() || stop() })
+	running = ours()
+	if running && stop() {
+		held, err = a.held, nil
+	}
+	s.mu.Unlock()
+	switch {
+	case !running || held != "" || errors.Is(err, errDeadline):
+		return held, running, nil
+	case err != nil && ctx.Err() != nil:
+		// As for Exec: the caller is gone, and its command is not left
+		// running unseen.
+		ictx, cancel := context.WithTimeout(context.Background(), 4*DefaultCancelGrace)
+		defer cancel()
+		_, _ = s.Cancel(ictx, 0)
+		return "", false, fmt.Errorf("exec: interrupted: %w", ctx.Err())
+	}
+	return "", running, err
 }
 
 // holdExpired reports whether a program of the command has waited for a
 // human longer than the Exec call waits; s.mu is held.
 func (a *agentRun) holdExpired() bool {
-	return a.holdWait > 0 && a.held != "" && time.Since(a.heldAt) >= a.holdWait
+	return a.heldWait > 0 && a.held != "" && time.Since(a.heldAt) >= a.heldWait
 }
 
 // addExec files one exec, within MaxExecRecords.

@@ -306,7 +306,7 @@ func egressOf(n config.Network) (*session.Egress, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &session.Egress{Allow: allow, Ask: n.Ask}
+	e := &session.Egress{Allow: allow, Ask: n.Ask != config.AskNo, Forward: n.Ask == config.AskForward}
 	for name, addr := range n.Hosts {
 		a, err := netip.ParseAddr(addr)
 		if err != nil {
