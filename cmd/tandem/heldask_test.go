@@ -392,3 +392,39 @@ func TestHeldAskOverHTTP(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldProgramForward: a forward rule that holds a program a script
+// starts sends it to the policy's upstream (a second tandem, whose
+// dashboard approves); the push then runs, and the agent's call returns
+// its result.
+func TestHeldProgramForward(t *testing.T) {
+	if err := execguard.Available(); err != nil {
+		testenv.Missing(t, "%v", err)
+	}
+	parentCfg := strings.Replace(askConfig(t.TempDir()), "waitSeconds: 1", "waitSeconds: 60", 1)
+	parent := startServer(t, serverOpts{config: parentCfg})
+	op := newOperatorClient(t, parent)
+	ws := t.TempDir()
+	repo := gitPushRepo(t, ws)
+	cfg := "allowAdHoc: false\ntargets: [{name: local, kind: local, workspace: " + ws + "}]\n" + `policy:
+  mode: allow
+  rules:
+    - {command: "git push *", decision: forward}
+  forward: {url: "` + op.base + `/api/approvals", tokenFile: "` + filepath.Join(parent.dataDir, "dashboard.token") + `"}
+approvals: {waitSeconds: 60, timeoutSeconds: 300}
+`
+	child := startServer(t, serverOpts{config: cfg})
+	kid := sess{child, "kid", str(mustOK(t, child.call(t, "ssh_connect", map[string]any{"name": "kid"}))["sessionToken"])}
+	replies := make(chan map[string]any, 1)
+	go func() { replies <- kid.exec(t, "cd "+repo+" && ./push.sh && echo pushed", 90) }()
+	id := op.pendingID(t, "git push -q origin main")
+	op.do(t, http.MethodPost, "/api/approvals/"+id+"/decision", `{"approve":true}`)
+	select {
+	case r := <-replies:
+		if res := result(t, r); res["exitCode"] != 0.0 || !strings.Contains(str(res["stdout"]), "pushed") {
+			t.Fatalf("approved upstream: %v", r)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the push did not go on after the upstream approved it")
+	}
+}
