@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -18,6 +19,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -608,5 +610,70 @@ func TestProxyNeedsTheCredential(t *testing.T) {
 	}
 	if !strings.Contains(f.l.URL(), "tandem:"+f.l.Token()+"@127.0.0.1:") {
 		t.Errorf("the proxy URL carries no credential: %s", f.l.URL())
+	}
+}
+
+// TestProxyCopy: a tunnel direction copies every byte, in order, whether
+// it moves to a large buffer (a bulk transfer) or stays small because the
+// proxy's budget of large buffers is in use; the large buffer goes back
+// when the copy ends.
+func TestProxyCopy(t *testing.T) {
+	data := make([]byte, 3<<20+12345)
+	for i := range data {
+		data[i] = byte(i * 7 / 13)
+	}
+	for _, tc := range []struct {
+		full bool
+		src  func() io.Reader
+	}{
+		{false, func() io.Reader { return bytes.NewReader(data) }},
+		{false, func() io.Reader { return iotest.HalfReader(bytes.NewReader(data)) }},
+		{true, func() io.Reader { return bytes.NewReader(data) }},
+	} {
+		full := tc.full
+		p := New(Options{})
+		if full {
+			for range maxBigBufs {
+				p.bigSlots <- struct{}{}
+			}
+		}
+		var got bytes.Buffer
+		n := p.copy(&got, tc.src())
+		if n != int64(len(data)) || !bytes.Equal(got.Bytes(), data) {
+			t.Fatalf("budget full %v: copied %d of %d bytes, equal %v", full, n, len(data), bytes.Equal(got.Bytes(), data))
+		}
+		if want := map[bool]int{false: 0, true: maxBigBufs}[full]; len(p.bigSlots) != want {
+			t.Errorf("budget full %v: %d large buffers in use after the copy, want %d", full, len(p.bigSlots), want)
+		}
+	}
+	// A large buffer is taken only for a bulk transfer.
+	p := New(Options{})
+	r, w := io.Pipe()
+	done := make(chan int64)
+	go func() { done <- p.copy(io.Discard, r) }()
+	for range 10 {
+		if _, err := w.Write([]byte("a short line\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(p.bigSlots) != 0 {
+		t.Errorf("short reads took a large buffer")
+	}
+	// The write after the full one returns once the copy reads again,
+	// which is after it took the large buffer.
+	for _, b := range [][]byte{make([]byte, smallBuf), []byte("x")} {
+		if _, err := w.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(p.bigSlots) != 1 {
+		t.Errorf("a full read did not take a large buffer: %d in use", len(p.bigSlots))
+	}
+	_ = w.Close()
+	if n := <-done; n != 10*13+smallBuf+1 {
+		t.Errorf("copied %d bytes", n)
+	}
+	if len(p.bigSlots) != 0 {
+		t.Errorf("the large buffer was not given back")
 	}
 }

@@ -120,9 +120,27 @@ type Proxy struct {
 	log    *slog.Logger
 	nextID atomic.Uint64
 
+	// bufs are the tunnels' large copy buffers (copyBuf bytes each), and
+	// bigSlots bounds how many are in use at once.
+	bufs     sync.Pool
+	bigSlots chan struct{}
+
 	mu    sync.Mutex
 	ports map[uint16]bool // the proxy's own listening ports
 }
+
+// A tunnel copies through user space rather than splice(2): on loopback on
+// a two-core machine that moved a download half again as fast, and a
+// large buffer faster still (BenchmarkProxyThroughput). Each direction
+// starts with smallBuf bytes and takes a copyBuf buffer once a read fills
+// the small one (a bulk transfer), while fewer than maxBigBufs are in use
+// in the whole proxy: idle or interactive tunnels cost little, and a
+// session cannot make tandem hold more than maxBigBufs*copyBuf for them.
+const (
+	smallBuf   = 16 << 10
+	copyBuf    = 256 << 10
+	maxBigBufs = 64
+)
 
 // New returns a proxy; it listens only once a session is opened.
 func New(o Options) *Proxy {
@@ -136,7 +154,10 @@ func New(o Options) *Proxy {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Proxy{opts: o, log: log, ports: map[uint16]bool{}}
+	p := &Proxy{opts: o, log: log, ports: map[uint16]bool{}}
+	p.bufs.New = func() any { return new([copyBuf]byte) }
+	p.bigSlots = make(chan struct{}, maxBigBufs)
+	return p
 }
 
 // Listener is one session's port on the proxy.
@@ -566,24 +587,58 @@ func (l *Listener) connect(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	upN, downN := pipe(down, up)
+	upN, downN := l.p.pipe(down, up)
 	l.ended(c, sent+upN, downN)
 }
 
 // pipe copies both ways until both directions end; each direction's end
 // is passed on as a half close where the connection supports it.
-func pipe(down, up net.Conn) (upN, downN int64) {
+func (p *Proxy) pipe(down, up net.Conn) (upN, downN int64) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		downN, _ = io.Copy(down, up)
+		downN = p.copy(down, up)
 		closeWrite(down)
 	}()
-	upN, _ = io.Copy(up, down)
+	upN = p.copy(up, down)
 	closeWrite(up)
 	wg.Wait()
 	return upN, downN
+}
+
+// copy copies src to dst until either ends, never through splice(2), and
+// returns the bytes written (see copyBuf).
+func (p *Proxy) copy(dst io.Writer, src io.Reader) (n int64) {
+	buf := make([]byte, smallBuf)
+	var big *[copyBuf]byte
+	defer func() {
+		if big != nil {
+			p.bufs.Put(big)
+			<-p.bigSlots
+		}
+	}()
+	for {
+		k, rerr := src.Read(buf)
+		if k > 0 {
+			w, werr := dst.Write(buf[:k])
+			n += int64(w)
+			if werr != nil {
+				return n
+			}
+			if big == nil && k == len(buf) {
+				select {
+				case p.bigSlots <- struct{}{}:
+					big = p.bufs.Get().(*[copyBuf]byte)
+					buf = big[:]
+				default: // the proxy's budget is in use: go on small
+				}
+			}
+		}
+		if rerr != nil {
+			return n
+		}
+	}
 }
 
 func closeWrite(c net.Conn) {
