@@ -477,3 +477,46 @@ func TestRedactRawExport(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSecretFileErrorsStayWithTheOperator: a secret file of the
+// operator's (outside the workspace) that cannot be used refuses the
+// session without telling the agent its path or anything of its content
+// (a JSON error quotes a character); tandem's log has it all. A file of
+// the workspace, the agent's own, is named with its line, to be fixed.
+func TestSecretFileErrorsStayWithTheOperator(t *testing.T) {
+	ws, opdir := t.TempDir(), t.TempDir()
+	creds := filepath.Join(opdir, "creds.json")
+	if err := os.WriteFile(creds, []byte(`{"token": "s3cr3t-value-123456", Xbroken}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "targets:\n  - {name: dev, kind: local, workspace: " + ws + ", redact: {secretFiles: [" + creds + ", .env]}}\n"
+	srv := startServer(t, serverOpts{dir: ws, config: cfg})
+	r := srv.call(t, "ssh_connect", map[string]any{"name": "a", "target": "dev"})
+	msg := str(r["message"])
+	if r["success"] != false || !strings.Contains(msg, "tandem's log says which") {
+		t.Fatalf("connect with a broken operator file: %v", r)
+	}
+	for _, leak := range []string{opdir, "creds", "'X'", "invalid character", "token", "s3cr3t"} {
+		if strings.Contains(msg, leak) {
+			t.Errorf("the agent was told %q: %s", leak, msg)
+		}
+	}
+	if log := srv.log(); !strings.Contains(log, creds) || !strings.Contains(log, "invalid character") {
+		t.Errorf("tandem's log does not say which file and why:\n%s", lastN(log, 2000))
+	}
+
+	if err := os.WriteFile(creds, []byte(`{"token": "s3cr3t-value-123456"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, ".env"), []byte("OK=1\nnot a dotenv line\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = srv.call(t, "ssh_connect", map[string]any{"name": "b", "target": "dev"})
+	if msg := str(r["message"]); r["success"] != false || !strings.Contains(msg, ".env: line 2") {
+		t.Fatalf("connect with a broken workspace .env: %v", r)
+	}
+	if err := os.Remove(filepath.Join(ws, ".env")); err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": "c", "target": "dev"}))
+}

@@ -7,6 +7,7 @@ package target
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -80,6 +81,9 @@ type Resolver struct {
 	// CheckRoot vets a workspace the client's roots name; an error refuses
 	// it (the root, a home directory, one holding tandem's data dir).
 	CheckRoot func(dir string) error
+	// Log gets what only the operator may read: why a secret file that
+	// tandem.yaml names could not be used. Nil discards it.
+	Log *slog.Logger
 
 	mu   sync.Mutex
 	root *rootChoice // nil until the client's roots were asked
@@ -330,14 +334,26 @@ func egressOf(n config.Network) (*session.Egress, error) {
 // other missing file is an error. Nil when there is nothing to look for.
 func (r *Resolver) redactionFor(tenant, target, dir string, inWorkspace bool, held []redact.Literal) (redaction, error) {
 	red, err := r.buildRedaction(tenant, target, dir, inWorkspace, held)
-	if err != nil {
-		what := "ad-hoc ssh sessions"
-		if target != "" {
-			what = fmt.Sprintf("target %q", target)
-		}
-		return redaction{}, fmt.Errorf("%w: %s: %v; ask the operator to fix tandem.yaml's redact section", ErrCredentials, what, err)
+	if err == nil {
+		return red, nil
 	}
-	return red, nil
+	what := "ad-hoc ssh sessions"
+	if target != "" {
+		what = fmt.Sprintf("target %q", target)
+	}
+	var fe *redact.FileError
+	if inWorkspace && errors.As(err, &fe) && !filepath.IsAbs(fe.Path) && !strings.HasPrefix(fe.Path, "~") {
+		// A file of the workspace, which the agent may write and read:
+		// the details help fix it.
+		return redaction{}, fmt.Errorf("%w: %s: %v; fix the file, or ask the operator to fix tandem.yaml's redact section", ErrCredentials, what, err)
+	}
+	// A file or key of the operator's, outside what the session may read:
+	// its path, and a parse error's line, key or character, are the
+	// operator's to see, not the agent's.
+	if r.Log != nil {
+		r.Log.Error("a session could not start: its redact settings cannot be used", "tenant", tenant, "target", target, "err", err)
+	}
+	return redaction{}, fmt.Errorf("%w: %s: a secret file or key that tandem.yaml's redact section names cannot be used; tandem's log says which and why. Ask the operator to fix it", ErrCredentials, what)
 }
 
 // buildRedaction is redactionFor without the error's advice.
