@@ -174,7 +174,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Server, err err
 			PinFile: filepath.Join(s.dataDir, "known_hosts"),
 			RunDir:  runDir, Env: shellEnv(), User: currentUser(), Refused: s.refused,
 			Implicit: implicitTarget(&o, cfg), CheckRoot: func(dir string) error { return checkRoot(dir, home, s.dataDir, runDir) },
-			Log:      s.log,
+			Log: s.log,
 		},
 		MonitorURL:        func(key string) string { return web.MonitorURL(cmp.Or(s.nodeURL, s.base), key) },
 		CommandTimeout:    time.Duration(cfg.Limits.CommandTimeout),
