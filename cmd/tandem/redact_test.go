@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"math/big"
@@ -519,4 +520,32 @@ func TestSecretFileErrorsStayWithTheOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": "c", "target": "dev"}))
+}
+
+// TestSecretFileWrittenLater: a .env that a human writes in the terminal
+// after the session started counts from then on: the gate's report of
+// that very command hides the value in its line, and the agent's next
+// `cat .env` comes back redacted. A value the file no longer holds stays
+// hidden.
+func TestSecretFileWrittenLater(t *testing.T) {
+	ws := t.TempDir()
+	srv := startServer(t, serverOpts{dir: ws,
+		config: "targets:\n  - {name: dev, kind: local, workspace: " + ws + "}\nredact:\n  secretFiles: [.env]\n"})
+	s := connectTo(t, srv, "dev", "dev")
+	const first, second = "late-secret-value-4242", "rotated-secret-value-77"
+	mon := str(mustOK(t, srv.call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": s.name, "sessionToken": s.tok}))["monitoringUrl"])
+	typeOverWebSocket(t, mon, dataDirToken(t, srv.dataDir), "printf 'API_KEY=%s\\n' "+first+" > .env; echo wrote-$((1+1))\r", "wrote-2\r\n")
+	g := wantError(t, gateOf(t, s), "user_activity_detected")
+	if raw, _ := json.Marshal(g["userCommands"]); strings.Contains(string(raw), first) || !strings.Contains(string(raw), "[REDACTED:file]") {
+		t.Errorf("the gate's report of the command that wrote .env: %s", raw)
+	}
+	r := result(t, s.exec(t, "cat .env"))
+	if out := str(r["stdout"]); out != "API_KEY=[REDACTED:file]\n" {
+		t.Fatalf("cat .env after it was written: %q", out)
+	}
+	mustOK(t, s.exec(t, "printf 'API_KEY=%s\\n' "+second+" > .env.new && mv .env.new .env"))
+	r = result(t, s.exec(t, "cat .env; echo "+first))
+	if out := str(r["stdout"]); out != "API_KEY=[REDACTED:file]\n[REDACTED:file]\n" {
+		t.Fatalf("after the value changed: %q", out)
+	}
 }

@@ -303,7 +303,7 @@ func render(dst, text []byte, from, to int, spans []span, counts Counts) ([]byte
 // each kind it replaced. With nothing to replace it returns s.
 func (r *Redactor) String(s string) (string, Counts) {
 	b := []byte(s)
-	spans, _ := r.m.scan(b, 0, 0, true, nil)
+	spans, _ := r.cur.Load().scan(b, 0, 0, true, nil)
 	if len(spans) == 0 {
 		return s, nil
 	}
@@ -315,7 +315,7 @@ func (r *Redactor) String(s string) (string, Counts) {
 // each kind it replaced. With nothing to replace it returns b itself;
 // otherwise it returns a new slice and leaves b alone.
 func (r *Redactor) Bytes(b []byte) ([]byte, Counts) {
-	spans, _ := r.m.scan(b, 0, 0, true, nil)
+	spans, _ := r.cur.Load().scan(b, 0, 0, true, nil)
 	if len(spans) == 0 {
 		return b, nil
 	}

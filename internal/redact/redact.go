@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -72,28 +74,69 @@ type Literal struct {
 }
 
 // Redactor finds secrets in text and replaces them with markers. It is
-// immutable once built, and safe for concurrent use.
+// safe for concurrent use. What it finds changes only by Refresh.
 type Redactor struct {
-	m matcher
+	cur atomic.Pointer[matcher]
+	// files are the secret files' sources, for Refresh; nil when the
+	// config lists none.
+	files *sources
 }
+
+// sources is what a Redactor was built from, and the stamps of the secret
+// files it read.
+type sources struct {
+	c Config
+	o Options
+
+	mu      sync.Mutex
+	stamps  []stamp
+	lastErr string // the last Refresh error, reported once
+	// current are the values the files hold as last read, and before
+	// those they held in earlier versions: a value removed or moved from
+	// a file stays a secret (at most maxBefore of them).
+	current, before []string
+}
+
+// maxBefore bounds the values a Redactor keeps from earlier versions of
+// its secret files, so that a file rewritten in a loop cannot grow it
+// without end.
+const maxBefore = 4096
 
 // New compiles c into a Redactor, reading c.SecretFiles. An error names the
 // file or setting that is wrong and why.
 func New(c Config, o Options) (*Redactor, error) {
+	m, stamps, vals, err := build(c, o, nil)
+	if err != nil {
+		return nil, err
+	}
+	r := &Redactor{}
+	r.cur.Store(m)
+	if len(c.SecretFiles) > 0 {
+		r.files = &sources{c: c, o: o, stamps: stamps, current: vals}
+	}
+	return r, nil
+}
+
+// build reads the secret files and compiles the matcher, with before as
+// further values of the files; vals are the files' values now.
+func build(c Config, o Options, before []string) (m *matcher, stamps []stamp, vals []string, err error) {
 	var lits []Literal
+	stamps = make([]stamp, 0, len(c.SecretFiles))
 	for _, p := range c.SecretFiles {
-		vals, err := readSecretFile(p, o.Home, o.Root)
+		v, st, err := readSecretFile(p, o.Home, o.Root)
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
-		for _, v := range vals {
-			lits = append(lits, Literal{Value: v, Kind: "file"})
-		}
+		stamps = append(stamps, st)
+		vals = append(vals, v...)
+	}
+	for _, v := range slices.Concat(vals, before) {
+		lits = append(lits, Literal{Value: v, Kind: "file"})
 	}
 	env := environ(o.Environ)
 	for _, name := range c.Env {
 		if name == "" || strings.Contains(name, "=") {
-			return nil, fmt.Errorf("redact: env: %q is not an environment variable name", name)
+			return nil, nil, nil, fmt.Errorf("redact: env: %q is not an environment variable name", name)
 		}
 		if v, ok := env[name]; ok {
 			lits = append(lits, Literal{Value: v, Kind: "env"})
@@ -109,7 +152,54 @@ func New(c Config, o Options) (*Redactor, error) {
 	if c.Patterns == nil || *c.Patterns {
 		rules = builtinRules()
 	}
-	return &Redactor{m: newMatcher(literals(lits), rules, c.Entropy)}, nil
+	nm := newMatcher(literals(lits), rules, c.Entropy)
+	return &nm, stamps, vals, nil
+}
+
+// Refresh reads the secret files again if any changed since they were
+// last read (a new inode, size or modification time; one created or
+// removed): a .env written after a session started counts from the next
+// command on. Streams already made pick the new values up once they hold
+// nothing back. When a changed file cannot be used, the values read before
+// stay in force and the error is returned, once per distinct error.
+func (r *Redactor) Refresh() error {
+	f := r.files
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	changed := false
+	for i, p := range f.c.SecretFiles {
+		st, err := statSecretFile(p, f.o.Home, f.o.Root)
+		if err != nil || st != f.stamps[i] {
+			changed = true
+			break
+		}
+	}
+	if !changed {
+		return nil
+	}
+	// Newest first, each value once, the oldest dropped past maxBefore.
+	var before []string
+	seen := map[string]bool{}
+	for _, v := range slices.Concat(f.current, f.before) {
+		if !seen[v] && len(before) < maxBefore {
+			seen[v] = true
+			before = append(before, v)
+		}
+	}
+	m, stamps, vals, err := build(f.c, f.o, before)
+	if err != nil {
+		if msg := err.Error(); msg != f.lastErr {
+			f.lastErr = msg
+			return err
+		}
+		return nil
+	}
+	f.stamps, f.lastErr, f.before, f.current = stamps, "", before, vals
+	r.cur.Store(m)
+	return nil
 }
 
 // environ maps a KEY=VALUE list; a later entry for a key wins, as in

@@ -15,36 +15,67 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// readSecretFile reads the configured path p and returns its values; a
-// relative p with root set is opened beneath root (Options.Root), and is
-// no values when it does not exist.
-func readSecretFile(p, home, root string) ([]string, error) {
-	name := p
+// stamp tells one version of a secret file from another without reading
+// it: its inode, size and modification time. The zero stamp is a file
+// that does not exist.
+type stamp struct {
+	dev, ino uint64
+	size     int64
+	mtime    int64
+}
+
+func stampOf(fi fs.FileInfo) stamp {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return stamp{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	}
+	return stamp{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano()}
+}
+
+// openSecretFile opens the configured path p: a relative p with root set
+// beneath root (Options.Root), where a missing file is (nil, nil): that
+// project has no such secrets. name is the path it opened.
+func openSecretFile(p, home, root string) (f *os.File, name string, err error) {
 	if root != "" && !filepath.IsAbs(p) && !strings.HasPrefix(p, "~") {
-		data, err := readBeneath(root, p)
+		f, err := openBeneath(root, p)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
+			return nil, p, nil
 		}
 		if err != nil {
-			return nil, &FileError{Path: p, Err: err}
+			return nil, p, &FileError{Path: p, Err: err}
 		}
-		return parseSecretFile(p, data)
+		return f, p, nil
 	}
+	name = p
 	switch {
 	case strings.HasPrefix(p, "~/"):
 		if home == "" {
-			return nil, &FileError{Path: p, Err: errNoHome}
+			return nil, p, &FileError{Path: p, Err: errNoHome}
 		}
 		name = filepath.Join(home, p[2:])
 	case strings.HasPrefix(p, "~"):
-		return nil, &FileError{Path: p, Err: errors.New("only ~/ is expanded, not ~user/")}
+		return nil, p, &FileError{Path: p, Err: errors.New("only ~/ is expanded, not ~user/")}
 	}
-	data, err := readRegular(name)
+	f, err = os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &FileError{Path: p, Err: fmt.Errorf("%w; create it, or remove it from secretFiles", err)}
+		return nil, name, &FileError{Path: p, Err: fmt.Errorf("%w; create it, or remove it from secretFiles", err)}
 	}
 	if err != nil {
-		return nil, &FileError{Path: p, Err: err}
+		return nil, name, &FileError{Path: p, Err: err}
+	}
+	return f, name, nil
+}
+
+// readSecretFile reads the configured path p (see openSecretFile) and
+// returns its values and the stamp of what it read.
+func readSecretFile(p, home, root string) ([]string, stamp, error) {
+	f, name, err := openSecretFile(p, home, root)
+	if f == nil {
+		return nil, stamp{}, err
+	}
+	data, st, err := readOpened(f)
+	if err != nil {
+		return nil, stamp{}, &FileError{Path: p, Err: err}
 	}
 	vals, err := parseSecretFile(name, data)
 	if err != nil {
@@ -52,31 +83,34 @@ func readSecretFile(p, home, root string) ([]string, error) {
 		if errors.As(err, &fe) {
 			fe.Path = p
 		}
-		return nil, err
+		return nil, stamp{}, err
 	}
-	return vals, nil
+	return vals, st, nil
+}
+
+// statSecretFile is the stamp of the configured path p as readSecretFile
+// would open it now.
+func statSecretFile(p, home, root string) (stamp, error) {
+	f, _, err := openSecretFile(p, home, root)
+	if f == nil {
+		return stamp{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return stamp{}, &FileError{Path: p, Err: err}
+	}
+	return stampOf(fi), nil
 }
 
 // MaxSecretFileBytes bounds a secret file: a file of secrets is small, and
 // a larger one is more likely a mistake (or a device) than a key store.
 const MaxSecretFileBytes = 1 << 20
 
-// readRegular reads the regular file at name, at most MaxSecretFileBytes.
-// A secret file may live where others can write (a project's .env), so it
-// may be a FIFO or a device: opening one never blocks, and reading one is
-// refused.
-func readRegular(name string) ([]byte, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	return readOpened(f)
-}
-
-// readBeneath is readRegular for rel opened beneath the directory root:
-// a path, symlink or ".." that would leave root is refused by the kernel
-// (openat2 RESOLVE_BENEATH), whatever was put in root meanwhile.
-func readBeneath(root, rel string) ([]byte, error) {
+// openBeneath opens rel beneath the directory root: a path, symlink or
+// ".." that would leave root is refused by the kernel (openat2
+// RESOLVE_BENEATH), whatever was put in root meanwhile.
+func openBeneath(root, rel string) (*os.File, error) {
 	dir, err := os.Open(root)
 	if err != nil {
 		return nil, err
@@ -92,28 +126,28 @@ func readBeneath(root, rel string) ([]byte, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: rel, Err: err}
 	}
-	return readOpened(os.NewFile(uintptr(fd), rel))
+	return os.NewFile(uintptr(fd), rel), nil
 }
 
 // readOpened reads f, a regular file of at most MaxSecretFileBytes, and
-// closes it.
-func readOpened(f *os.File) ([]byte, error) {
+// closes it; st is the stamp of what it read.
+func readOpened(f *os.File) (data []byte, st stamp, err error) {
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, stamp{}, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+		return nil, stamp{}, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
 	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxSecretFileBytes+1))
+	data, err = io.ReadAll(io.LimitReader(f, MaxSecretFileBytes+1))
 	if err != nil {
-		return nil, err
+		return nil, stamp{}, err
 	}
 	if len(data) > MaxSecretFileBytes {
-		return nil, fmt.Errorf("larger than %d bytes: list files that hold secrets only", MaxSecretFileBytes)
+		return nil, stamp{}, fmt.Errorf("larger than %d bytes: list files that hold secrets only", MaxSecretFileBytes)
 	}
-	return data, nil
+	return data, stampOf(fi), nil
 }
 
 // parseSecretFile returns the values in data, parsed by the format its name

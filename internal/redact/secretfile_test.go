@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/tandem-sh/tandem/internal/redact"
 )
@@ -229,3 +231,126 @@ func TestSecretFileBeneathRoot(t *testing.T) {
 		})
 	}
 }
+
+// TestRefresh: a secret file written, changed or moved after the Redactor
+// was built counts once Refresh runs, in String and in a Stream made
+// before; a value the file no longer holds stays a secret; a file that
+// turns unusable keeps the values read before, and its error is reported
+// once; an unchanged file is not read again.
+func TestRefresh(t *testing.T) {
+	root := t.TempDir()
+	env := filepath.Join(root, ".env")
+	r, err := redact.New(redact.Config{SecretFiles: []string{".env"}}, redact.Options{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hidden := func(s string) bool {
+		t.Helper()
+		out, _ := r.String("x " + s + " y")
+		return !strings.Contains(out, s)
+	}
+	write := func(data string) {
+		t.Helper()
+		// A new file each time: a new inode, as an editor writes it.
+		tmp := env + ".tmp"
+		if err := os.WriteFile(tmp, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Refresh(); err != nil || hidden("first-secret-1") {
+		t.Fatalf("before the file exists: %v, hidden %v", err, hidden("first-secret-1"))
+	}
+	var got bytes.Buffer
+	st := r.Stream(&got)
+	write("TOKEN=first-secret-1\n")
+	if err := r.Refresh(); err != nil || !hidden("first-secret-1") {
+		t.Fatalf("a .env written later is not taken: %v", err)
+	}
+	if _, err := st.Write([]byte("then first-secret-1 leaked\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(got.String(), "first-secret-1") {
+		t.Errorf("a stream made before the refresh let the new secret through: %q", got.String())
+	}
+	write("TOKEN=second-secret-2\n")
+	if err := r.Refresh(); err != nil || !hidden("second-secret-2") || !hidden("first-secret-1") {
+		t.Fatalf("after a change: %v; new hidden %v, old hidden %v", err, hidden("second-secret-2"), hidden("first-secret-1"))
+	}
+	if err := os.Remove(env); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(env, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Refresh(); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("a FIFO in its place: %v", err)
+	}
+	if err := r.Refresh(); err != nil {
+		t.Errorf("the same error reported twice: %v", err)
+	}
+	if !hidden("second-secret-2") || !hidden("first-secret-1") {
+		t.Error("an unusable file dropped the values read before")
+	}
+	if err := os.Remove(env); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/passwd", env); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Refresh(); err == nil || !strings.Contains(err.Error(), "leads out of") {
+		t.Fatalf("a symlink out: %v", err)
+	}
+	if hidden("root:x:0:0") {
+		t.Error("a symlink out of the root was read")
+	}
+}
+
+// TestRefreshBounded: a file rewritten again and again keeps at most
+// maxBefore earlier values, the newest ones.
+func TestRefreshBounded(t *testing.T) {
+	root := t.TempDir()
+	env := filepath.Join(root, ".env")
+	r, err := redact.New(redact.Config{SecretFiles: []string{".env"}}, redact.Options{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rounds, per = 50, 100 // 5,000 values in all
+	value := func(round, k int) string { return "value-" + itoa(round) + "-" + itoa(k) + "-xyz" }
+	for i := range rounds {
+		var b strings.Builder
+		for k := range per {
+			b.WriteString("K" + itoa(k) + "=" + value(i, k) + "\n")
+		}
+		if err := os.WriteFile(env, []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// Two writes in one clock tick may leave size and inode alike:
+		// set the time apart to be sure.
+		at := time.Unix(int64(1_000_000+i), 0)
+		if err := os.Chtimes(env, at, at); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Refresh(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := redact.KeptBefore(r); n > redact.MaxBefore || n < redact.MaxBefore-per {
+		t.Errorf("%d earlier values kept, want about %d", n, redact.MaxBefore)
+	}
+	for _, v := range []string{value(rounds-1, 7), value(rounds-2, 7)} {
+		if out, _ := r.String(v); !strings.HasPrefix(out, "[REDACTED") {
+			t.Errorf("a recent value is not hidden: %q", out)
+		}
+	}
+	if out, _ := r.String(value(0, 7)); out != value(0, 7) {
+		t.Errorf("the oldest value was kept past the bound: %q", out)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

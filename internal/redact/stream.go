@@ -24,7 +24,8 @@ const maxKeptBuf = 1 << 20
 // Redactor.Bytes of their concatenation. A Stream is safe for concurrent
 // use.
 type Stream struct {
-	m *matcher
+	r *Redactor
+	m *matcher // r's, as of when the stream last held nothing back
 	w io.Writer
 
 	mu sync.Mutex
@@ -42,7 +43,7 @@ type Stream struct {
 
 // Stream returns a Stream writing the redacted stream to w.
 func (r *Redactor) Stream(w io.Writer) *Stream {
-	return &Stream{m: &r.m, w: w}
+	return &Stream{r: r, m: r.cur.Load(), w: w}
 }
 
 // Write redacts p as the continuation of the stream, writing what is
@@ -53,6 +54,11 @@ func (s *Stream) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	if s.err != nil {
 		return 0, s.err
+	}
+	if m := s.r.cur.Load(); m != s.m && s.emitted == len(s.buf) {
+		// The Redactor was refreshed, and nothing is held back: go on
+		// with what it finds now (the byte of context goes too).
+		s.m, s.buf, s.from, s.emitted, s.off = m, s.buf[:0], 0, 0, 0
 	}
 	s.buf = append(s.buf, p...)
 	if err := s.emit(false); err != nil {

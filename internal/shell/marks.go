@@ -276,6 +276,9 @@ func (s *Shell) finishHuman() {
 	h.rec.Redacted.Stdout = h.out.end()
 	_ = h.rec.Stdout.Close()
 	if s.opts.OnCommand != nil {
+		// A secret file the command wrote hides its value in the
+		// command's line too (its output was redacted as it came).
+		s.refreshRedact()
 		s.opts.OnCommand(s.humanRecord(h))
 	}
 }

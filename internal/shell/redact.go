@@ -45,11 +45,23 @@ type RawSink interface {
 	Close(keep bool) error
 }
 
+// refreshRedact has the redactor take the secret files written since it
+// last looked: they count from the next command on.
+func (s *Shell) refreshRedact() {
+	if s.opts.Redact == nil {
+		return
+	}
+	if err := s.opts.Redact.Refresh(); err != nil {
+		s.log.Warn("a secret file changed and cannot be used; the values read before stay redacted", "err", err)
+	}
+}
+
 // newOut returns the stream that writes to w what the agent may read;
 // name names the stream's spool file.
 func (s *Shell) newOut(w io.Writer, name string) *outStream {
 	o := &outStream{w: w}
 	if s.opts.Redact != nil {
+		s.refreshRedact()
 		o.red = s.opts.Redact.Stream(w)
 		if s.opts.Raw != nil {
 			o.raw = s.opts.Raw(name)
