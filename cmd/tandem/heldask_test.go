@@ -428,3 +428,41 @@ approvals: {waitSeconds: 60, timeoutSeconds: 300}
 		t.Fatal("the push did not go on after the upstream approved it")
 	}
 }
+
+// TestHeldAskRetryJoins: a program that gives up waiting for a connection
+// (its own timeout), over CONNECT or plain HTTP, stops waiting in the
+// proxy too, but leaves the approval pending; its retry waits on the same
+// approval, so the human's one answer lets the retry through.
+func TestHeldAskRetryJoins(t *testing.T) {
+	for _, tc := range []struct{ name, flag string }{{"CONNECT", "-p "}, {"plain HTTP", ""}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws, cfg, target := heldDownload(t, "true", "approvals: {waitSeconds: 3, timeoutSeconds: 300}\n")
+			srv := startServer(t, serverOpts{dir: ws, config: cfg})
+			op := newOperatorClient(t, srv)
+			s := connectTo(t, srv, "dev", "retry")
+			// More tries that give up than may wait at once (4): a try that
+			// left does not keep its place.
+			for range 5 {
+				r := s.exec(t, "curl -sS "+tc.flag+"--max-time 1 http://"+target+"/ 2>&1", 60)
+				if r["error"] == "approval_pending" {
+					waitCommand(t, s, str(r["commandId"]))
+					continue
+				}
+				if res := result(t, r); res["exitCode"] == 0.0 || strings.Contains(str(res["stdout"]), "already wait") {
+					t.Fatalf("a try that should time out waiting: %v", res)
+				}
+			}
+			id := op.pendingID(t, "connect "+target)
+			e := wantError(t, s.exec(t, curlHeld(target), 60), "approval_pending")
+			if e["approvalId"] != id {
+				t.Fatalf("the retry waits on %v, want the first try's %s", e["approvalId"], id)
+			}
+			op.do(t, http.MethodPost, "/api/approvals/"+id+"/decision", `{"approve":true}`)
+			waitCommand(t, s, str(e["commandId"]))
+			got := mustOK(t, srv.call(t, "ssh_read_output", map[string]any{"sessionName": s.name, "sessionToken": s.tok, "commandId": e["commandId"]}))
+			if got["data"] != "worth the wait" {
+				t.Fatalf("the retry after the approval: %v", got)
+			}
+		})
+	}
+}

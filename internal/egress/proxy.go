@@ -684,6 +684,10 @@ func (l *Listener) ended(c Conn, up, down int64) {
 func (l *Listener) forward(w http.ResponseWriter, r *http.Request) {
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
+			// The transport dials on a context that outlives the request
+			// (so that another request may use the connection); the dial's
+			// ask still ends when this request's client leaves.
+			pr.Out = pr.Out.WithContext(context.WithValue(pr.Out.Context(), clientKey{}, r.Context()))
 			pr.Out.URL = r.URL
 			pr.Out.Host = r.Host
 			pr.Out.RequestURI = ""
@@ -698,12 +702,22 @@ func (l *Listener) forward(w http.ResponseWriter, r *http.Request) {
 	rp.ServeHTTP(w, r)
 }
 
+// clientKey carries, in a plain-HTTP dial's context, the context of the
+// client's request: a client that leaves ends the dial's wait for a human.
+type clientKey struct{}
+
 // dialPlain is the plain-HTTP transport's dialer: each new connection is
 // judged and reported like a tunnel.
 func (l *Listener) dialPlain(ctx context.Context, _, addr string) (net.Conn, error) {
 	host, port, err := splitTarget(addr, "80")
 	if err != nil {
 		return nil, err
+	}
+	if client, ok := ctx.Value(clientKey{}).(context.Context); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(client, cancel)()
 	}
 	c, addrs, err := l.decide(ctx, host, port)
 	if err != nil {

@@ -100,7 +100,9 @@ func (s *Server) askConnection(ctx context.Context, c session.Caller, sess *sess
 			}
 			return nil
 		},
-		forward: sess.Target.Egress.Forward, gone: "the connection closed while it waited"})
+		// A connection that gives up waiting (a client's own timeout)
+		// leaves its approval pending: the client's retry joins it.
+		forward: sess.Target.Egress.Forward})
 	switch {
 	case err != nil:
 		return false, err

@@ -28,9 +28,9 @@ import (
 type heldClients struct {
 	mu sync.Mutex
 	m  map[string]*mcp.ServerSession
-	// upstream lists the held approvals that go to an upstream approver:
-	// the agent's client never answers those.
-	upstream map[string]bool
+	// upstream counts, per held approval that goes to an upstream
+	// approver, the waiters for it: the agent's client never answers those.
+	upstream map[string]int
 }
 
 func (h *heldClients) set(sessionID string, ss *mcp.ServerSession) func() {
@@ -59,11 +59,11 @@ func (h *heldClients) forwarded(id string, on bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.upstream == nil {
-		h.upstream = map[string]bool{}
+		h.upstream = map[string]int{}
 	}
 	if on {
-		h.upstream[id] = true
-	} else {
+		h.upstream[id]++
+	} else if h.upstream[id]--; h.upstream[id] <= 0 {
 		delete(h.upstream, id)
 	}
 }
@@ -71,7 +71,7 @@ func (h *heldClients) forwarded(id string, on bool) {
 func (h *heldClients) isForwarded(id string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.upstream[id]
+	return h.upstream[id] > 0
 }
 
 // askThisClient lets the held asks of sess's command go to the calling
@@ -98,7 +98,8 @@ type heldAsk struct {
 	hold func(id string, wait time.Duration) (release func())
 	// forward sends the ask to the policy's upstream approver.
 	forward bool
-	// gone is the decision's reason when the waiter leaves first.
+	// gone, if set, settles the approval with this reason when the waiter
+	// leaves first; empty leaves it pending for a retry to join.
 	gone string
 }
 
@@ -106,7 +107,7 @@ type heldAsk struct {
 // expires. The waiter (a program in the kernel, a connection in the
 // proxy) waits that long; the agent's call answers approval_pending
 // after waitSeconds (hold). If the waiter leaves first, its approval is
-// settled, so that no approval stays pending for nothing.
+// settled where h.gone says so.
 func (s *Server) askHeld(ctx context.Context, h heldAsk) (approval.Outcome, error) {
 	b := s.deps.Approvals
 	var up Upstream
@@ -154,7 +155,7 @@ func (s *Server) askHeld(ctx context.Context, h heldAsk) (approval.Outcome, erro
 	if asked != "" && up != nil {
 		s.held.forwarded(asked, false)
 	}
-	if err != nil && asked != "" {
+	if err != nil && asked != "" && h.gone != "" {
 		_, _ = b.Decide(context.WithoutCancel(ctx), asked, approval.Decision{By: byProgramGone, Reason: h.gone})
 	}
 	return out, err
