@@ -174,6 +174,14 @@ func waitCommand(t *testing.T, se sess, id string) map[string]any {
 	}
 }
 
+// gitPushPolicy is tandem.yaml for one local target rooted at ws whose
+// policy allows all but `git push *`, which gets decision; policyExtra
+// goes inside the policy block, extra after it.
+func gitPushPolicy(ws, decision, policyExtra, extra string) string {
+	return "targets: [{name: local, kind: local, workspace: " + ws + "}]\n" +
+		"policy:\n  mode: allow\n  rules:\n    - {command: \"git push *\", decision: " + decision + "}\n" + policyExtra + extra
+}
+
 // TestExecJudgingAsks: an ask rule on `git push *` holds a git push that
 // a script starts. The call answers approval_pending with the commandId;
 // the approval names the program's argv, its cwd and the agent's command
@@ -185,12 +193,7 @@ func TestExecJudgingAsks(t *testing.T) {
 	}
 	ws := t.TempDir()
 	repo := gitPushRepo(t, ws)
-	cfg := "targets: [{name: local, kind: local, workspace: " + ws + "}]\n" + `policy:
-  mode: allow
-  rules:
-    - {command: "git push *", decision: ask}
-approvals: {waitSeconds: 1, timeoutSeconds: 300}
-`
+	cfg := gitPushPolicy(ws, "ask", "", "approvals: {waitSeconds: 1, timeoutSeconds: 300}\n")
 	srv := startServer(t, serverOpts{config: cfg})
 	op := newOperatorClient(t, srv)
 	tok := str(mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": "g"}))["sessionToken"])

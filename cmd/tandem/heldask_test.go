@@ -267,12 +267,7 @@ func TestHeldProgramAsksTheClient(t *testing.T) {
 	}
 	ws := t.TempDir()
 	repo := gitPushRepo(t, ws)
-	cfg := "targets: [{name: local, kind: local, workspace: " + ws + "}]\n" + `policy:
-  mode: allow
-  rules:
-    - {command: "git push *", decision: ask}
-approvals: {waitSeconds: 120, timeoutSeconds: 300}
-`
+	cfg := gitPushPolicy(ws, "ask", "", "approvals: {waitSeconds: 120, timeoutSeconds: 300}\n")
 	forms := &askedForms{}
 	srv := startServer(t, serverOpts{config: cfg, elicit: func(_ context.Context, r *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
 		forms.add(r.Params.Message)
@@ -406,13 +401,9 @@ func TestHeldProgramForward(t *testing.T) {
 	op := newOperatorClient(t, parent)
 	ws := t.TempDir()
 	repo := gitPushRepo(t, ws)
-	cfg := "allowAdHoc: false\ntargets: [{name: local, kind: local, workspace: " + ws + "}]\n" + `policy:
-  mode: allow
-  rules:
-    - {command: "git push *", decision: forward}
-  forward: {url: "` + op.base + `/api/approvals", tokenFile: "` + filepath.Join(parent.dataDir, "dashboard.token") + `"}
-approvals: {waitSeconds: 60, timeoutSeconds: 300}
-`
+	cfg := "allowAdHoc: false\n" + gitPushPolicy(ws, "forward",
+		`  forward: {url: "`+op.base+`/api/approvals", tokenFile: "`+filepath.Join(parent.dataDir, "dashboard.token")+`"}`+"\n",
+		"approvals: {waitSeconds: 60, timeoutSeconds: 300}\n")
 	child := startServer(t, serverOpts{config: cfg})
 	kid := sess{child, "kid", str(mustOK(t, child.call(t, "ssh_connect", map[string]any{"name": "kid"}))["sessionToken"])}
 	replies := make(chan map[string]any, 1)
