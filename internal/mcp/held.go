@@ -204,19 +204,28 @@ func parseHeldState(s string) (approvalID, commandID string, ok bool) {
 // declared elicitation, and the approval is a pending held ask of this
 // very session, not one sent upstream.
 func (s *Server) clientMayAnswer(ctx context.Context, c session.Caller, sess *session.Session, id string) (approval.Approval, bool) {
-	b := s.deps.Approvals
-	if b == nil || s.deps.Policy == nil || !clientCanElicit(callFrom(ctx).serverSession()) {
+	if s.deps.Approvals == nil || s.deps.Policy == nil || !clientCanElicit(callFrom(ctx).serverSession()) {
 		return approval.Approval{}, false
 	}
 	if !s.deps.Policy(c.Tenant, sess.Target.Name).AskClient || s.held.isForwarded(id) {
 		return approval.Approval{}, false
 	}
-	a, ok := b.Get(id)
+	a, ok := s.ownApproval(c, sess, id)
 	held := a.Action.Tool == networkTool || a.Action.Parent != ""
-	if !ok || a.Status != approval.Pending || !held || a.Action.SessionID != sess.ID || a.Action.Tenant != c.Tenant {
+	if !ok || a.Status != approval.Pending || !held {
 		return approval.Approval{}, false
 	}
 	return a, true
+}
+
+// ownApproval returns the approval id if it is one of sess's.
+func (s *Server) ownApproval(c session.Caller, sess *session.Session, id string) (approval.Approval, bool) {
+	b := s.deps.Approvals
+	if b == nil {
+		return approval.Approval{}, false
+	}
+	a, ok := b.Get(id)
+	return a, ok && a.Action.SessionID == sess.ID && a.Action.Tenant == c.Tenant
 }
 
 // offerForm turns a held ssh_exec's approval_pending into the approval
@@ -262,7 +271,11 @@ func (s *Server) resumeHeld(ctx context.Context, c session.Caller, sess *session
 			}
 		}
 	}
-	info.approvalID = approvalID
+	if _, ok := s.ownApproval(c, sess, approvalID); ok {
+		// Only an approval of this session is named in the reply and
+		// the audit; a state the client made up names none.
+		info.approvalID = approvalID
+	}
 	defer s.askThisClient(ctx, c, sess)()
 	rec, err := sess.AwaitHeld(ctx, commandID, timeout, decided)
 	return s.execReply(ctx, c, sess, rec, err, approvalID)
