@@ -27,7 +27,7 @@ func TestForgedHeldState(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		res, err := c.CS.CallTool(ctx, &sdk.CallToolParams{Name: "ssh_exec", RequestState: state,
-			Arguments: map[string]any{"sessionName": s.Name, "sessionToken": s.Token, "command": "echo ran >> runs; echo done"},
+			Arguments:      map[string]any{"sessionName": s.Name, "sessionToken": s.Token, "command": "echo ran >> runs; echo done"},
 			InputResponses: sdk.InputResponseMap{"tandem.approval": &sdk.ElicitResult{Action: "accept", Content: map[string]any{"decision": "approve"}}}})
 		if err != nil {
 			t.Fatal(err)
