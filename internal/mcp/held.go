@@ -22,9 +22,9 @@ import (
 // where the policy's approvers include it; or, for a forward, the policy's
 // upstream approver.
 
-// heldClients are the agent calls waiting for their command whose client
-// is asked by a server request (protocols before 2026-07-28), by session
-// ID: a held ask of that command goes to the client at once.
+// heldClients are, by session ID, the connections of the agent calls that
+// wait for their command and whose client may answer its held asks (see
+// askThisClient); and the held approvals sent upstream.
 type heldClients struct {
 	mu sync.Mutex
 	m  map[string]*mcp.ServerSession
@@ -33,6 +33,8 @@ type heldClients struct {
 	upstream map[string]int
 }
 
+// set names ss the client of sessionID's waiting call, until the
+// returned func is called.
 func (h *heldClients) set(sessionID string, ss *mcp.ServerSession) func() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -49,12 +51,15 @@ func (h *heldClients) set(sessionID string, ss *mcp.ServerSession) func() {
 	}
 }
 
+// get returns the client of sessionID's waiting call, or nil.
 func (h *heldClients) get(sessionID string) *mcp.ServerSession {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.m[sessionID]
 }
 
+// forwarded counts a waiter for approval id that went upstream (on), or
+// one that stopped waiting.
 func (h *heldClients) forwarded(id string, on bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -68,6 +73,7 @@ func (h *heldClients) forwarded(id string, on bool) {
 	}
 }
 
+// isForwarded reports whether approval id waits for an upstream.
 func (h *heldClients) isForwarded(id string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
