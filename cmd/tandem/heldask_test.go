@@ -286,6 +286,25 @@ func TestHeldProgramAsksTheClient(t *testing.T) {
 	if err != nil || len(strings.TrimSpace(string(out))) != 40 {
 		t.Fatalf("the push did not reach the remote: %v %s", err, out)
 	}
+	// The audit keeps the program, its cwd, the line that started it, and
+	// who decided.
+	var requested, decided string
+	for _, rec := range auditRecords(t, srv.dataDir) {
+		switch rec.Event {
+		case "approval_requested":
+			requested = string(rec.Args)
+		case "approval_decided":
+			decided = string(rec.Args) + " " + rec.Outcome
+		}
+	}
+	for _, want := range []string{`"command":"git push -q origin main"`, `"cwd":"` + repo + `"`, `"parent":"cd ` + repo + ` && ./push.sh && echo pushed"`} {
+		if !strings.Contains(requested, want) {
+			t.Errorf("the audited request %s lacks %s", requested, want)
+		}
+	}
+	if !strings.Contains(decided, `"by":"client"`) || !strings.HasSuffix(decided, "approved") {
+		t.Errorf("the audited decision: %s", decided)
+	}
 }
 
 // TestHeldAskForward: with network.ask: forward, a connection to an

@@ -35,8 +35,12 @@ func (a Approvals) Requested(ctx context.Context, r approval.Request) error {
 	}); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
-	args, _ := json.Marshal(map[string]string{"command": act.Command, "cwd": act.Cwd, "fingerprint": r.Fingerprint,
-		"rule": r.Rule, "expires": r.Expires.UTC().Format(time.RFC3339)})
+	fields := map[string]string{"command": act.Command, "cwd": act.Cwd, "fingerprint": r.Fingerprint,
+		"rule": r.Rule, "expires": r.Expires.UTC().Format(time.RFC3339)}
+	if act.Parent != "" {
+		fields["parent"] = act.Parent // the agent's line that started the held program
+	}
+	args, _ := json.Marshal(fields)
 	_, err := a.j.audit.Append(ctx, audit.Record{Time: r.Created, Tenant: act.Tenant, Actor: act.Actor,
 		SessionID: act.SessionID, SessionName: act.SessionName, Target: act.Target, Tool: act.Tool,
 		Event: EventApprovalRequested, Args: args, Outcome: "pending", Reason: r.Reason, ApprovalID: r.ID})
