@@ -42,6 +42,8 @@ lint:
 # download and a new connection, directly and through the egress proxy.
 # BenchmarkRedactReply: the bounded reply of seq 1 100000 through the
 # TypeScript SDK, with the default redaction patterns and without.
+# BenchmarkManyLiterals: redaction against a .env of 80,000 values that share
+# a prefix, the worst case of literal matching, beside BenchmarkRedactSeq.
 bench:
 	cd bench && npm ci --no-audit --no-fund
 	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS|BenchmarkIdleSessionsRSS|BenchmarkCluster|BenchmarkHandover' -benchtime 1x ./cmd/tandem/
@@ -56,6 +58,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'BenchmarkShell' ./internal/shell/
 	$(GO) test -run '^$$' -bench 'BenchmarkProxy' -benchtime 1x ./internal/egress/
 	$(GO) test -run '^$$' -bench 'BenchmarkRedactReply' -benchtime 1x ./cmd/tandem/
+	$(GO) test -run '^$$' -bench 'BenchmarkRedactSeq|BenchmarkManyLiterals' ./internal/redact/
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParser -fuzztime 30s ./internal/term/

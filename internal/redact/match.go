@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"sort"
 )
 
 // The entropy rule: a run of token bytes is cut into chunks of at most
@@ -19,8 +20,14 @@ const (
 
 // A matcher holds the compiled rules of a Redactor.
 type matcher struct {
-	lits    []Literal          // longest first
-	litPair map[uint16][]int32 // indexes in lits, by first two bytes
+	lits []Literal // longest first
+	// byValue are the indexes in lits in the order of their values, and
+	// litPair the range of byValue whose values begin with two bytes: a
+	// position is matched against the literals by narrowing that range a
+	// byte at a time, so its cost grows with the match, not with the
+	// number of literals (a file of many values that share a prefix).
+	byValue []int32
+	litPair map[uint16][2]int32
 	trigs   []trigger
 	byFirst [256][]int32 // indexes in trigs, by first byte in either case
 	first   [256]bool    // a literal or prefix may begin with this byte
@@ -58,7 +65,7 @@ func (p *pending) add(q, hold int) {
 func newMatcher(lits []Literal, rules []rule, entropy bool) matcher {
 	m := matcher{
 		lits:    lits,
-		litPair: make(map[uint16][]int32),
+		litPair: make(map[uint16][2]int32),
 		pair:    make([]uint64, 1<<16/64),
 		entropy: entropy,
 		tok:     set("A-Za-z0-9+/=_-"),
@@ -68,10 +75,21 @@ func newMatcher(lits []Literal, rules []rule, entropy bool) matcher {
 		k := pairKey(a, b)
 		m.pair[k/64] |= 1 << (k % 64)
 	}
-	for i, l := range lits {
-		k := pairKey(l.Value[0], l.Value[1])
-		m.litPair[k] = append(m.litPair[k], int32(i))
-		addPair(l.Value[0], l.Value[1])
+	m.byValue = make([]int32, len(lits))
+	for i := range lits {
+		m.byValue[i] = int32(i)
+	}
+	slices.SortFunc(m.byValue, func(a, b int32) int { return cmp.Compare(lits[a].Value, lits[b].Value) })
+	for j, i := range m.byValue {
+		l := lits[i].Value
+		k := pairKey(l[0], l[1])
+		r, ok := m.litPair[k]
+		if !ok {
+			r[0] = int32(j)
+		}
+		r[1] = int32(j + 1)
+		m.litPair[k] = r
+		addPair(l[0], l[1])
 	}
 	for i := range rules {
 		r := &rules[i]
@@ -136,27 +154,12 @@ func (m *matcher) scan(text []byte, from, off int, eof bool, spans []span) ([]sp
 func (m *matcher) at(c *cursor, text []byte, q int, eof bool, spans []span, pd *pending) []span {
 	rest := text[q:]
 	if len(m.lits) > 0 {
-		var cands []int32
-		if len(rest) >= 2 {
-			cands = m.litPair[pairKey(rest[0], rest[1])]
-		} else {
-			for i, l := range m.lits {
-				if l.Value[0] == rest[0] {
-					cands = append(cands, int32(i))
-				}
-			}
-		}
-		for _, k := range cands {
-			l := m.lits[k]
-			if len(rest) >= len(l.Value) {
-				if string(rest[:len(l.Value)]) == l.Value {
-					spans = append(spans, span{q: q, start: q, end: q + len(l.Value), kind: l.Kind})
-					break
-				}
-			} else if !eof && string(rest) == l.Value[:len(rest)] {
-				pd.add(q, q) // a longer literal may match yet
-				break
-			}
+		switch i, more := m.literalAt(rest, eof); {
+		case more:
+			pd.add(q, q) // a longer literal may match yet
+		case i >= 0:
+			l := m.lits[i]
+			spans = append(spans, span{q: q, start: q, end: q + len(l.Value), kind: l.Kind})
 		}
 	}
 	for _, k := range m.byFirst[rest[0]] {
@@ -188,6 +191,54 @@ func (m *matcher) at(c *cursor, text []byte, q int, eof bool, spans []span, pd *
 		}
 	}
 	return spans
+}
+
+// literalAt returns the index in lits of the longest literal that rest
+// begins with, or -1; more is true, instead, when rest is the start of a
+// longer literal and more text may follow (not eof). The literals that
+// share rest's first k bytes are a range of byValue, sorted, in which one
+// equal to rest[:k] comes first; each next byte narrows the range by a
+// binary search on that byte alone.
+func (m *matcher) literalAt(rest []byte, eof bool) (i int, more bool) {
+	var lo, hi int
+	k := 1
+	if len(rest) >= 2 {
+		r, ok := m.litPair[pairKey(rest[0], rest[1])]
+		if !ok {
+			return -1, false
+		}
+		lo, hi, k = int(r[0]), int(r[1]), 2
+	} else {
+		lo, hi = m.narrow(0, len(m.byValue), 0, rest[0])
+	}
+	i = -1
+	for {
+		if lo < hi && len(m.lits[m.byValue[lo]].Value) == k {
+			i = int(m.byValue[lo]) // equal to rest[:k]; a longer one may follow
+			lo++
+		}
+		if lo >= hi {
+			return i, false
+		}
+		if k == len(rest) {
+			// Every literal left is longer than rest and begins with it.
+			if !eof {
+				return -1, true
+			}
+			return i, false
+		}
+		lo, hi = m.narrow(lo, hi, k, rest[k])
+		k++
+	}
+}
+
+// narrow returns the part of byValue[lo:hi], whose values all have more
+// than k bytes and share their first k, whose byte k is c.
+func (m *matcher) narrow(lo, hi, k int, c byte) (int, int) {
+	at := func(j int) byte { return m.lits[m.byValue[j]].Value[k] }
+	a := lo + sort.Search(hi-lo, func(j int) bool { return at(lo+j) >= c })
+	b := a + sort.Search(hi-a, func(j int) bool { return at(a+j) > c })
+	return a, b
 }
 
 // scanEntropy applies the entropy rule to text[from:], off being the
