@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -221,5 +223,33 @@ func TestJSONLogsAreJSON(t *testing.T) {
 	}
 	if link := dashboardLink(t, srv.dataDir); !strings.HasSuffix(link, "?token="+strings.TrimSpace(string(op))) {
 		t.Errorf("dashboard-url: %q", link)
+	}
+}
+
+// TestTypingLinkAudited: a typing link the operator makes is in the audit
+// log, with its session: who may type in a session is part of its record.
+func TestTypingLinkAudited(t *testing.T) {
+	srv := startServer(t, serverOpts{})
+	s := connectTo(t, srv, "local", "linked")
+	mon := str(mustOK(t, srv.call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": s.name, "sessionToken": s.tok}))["monitoringUrl"])
+	u, err := url.Parse(mon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := str(newOperatorClient(t, srv).do(t, http.MethodPost, "/api/admit", `{"path":"`+u.Path+`"}`)["url"])
+	if !strings.Contains(link, "?admit=") {
+		t.Fatalf("typing link %q", link)
+	}
+	var found []string
+	for _, rec := range auditRecords(t, srv.dataDir) {
+		if rec.Event == "typing_link" {
+			found = append(found, rec.SessionName+" by "+rec.Actor+": "+rec.Outcome)
+		}
+	}
+	if len(found) != 1 || found[0] != "linked by operator: ok" {
+		t.Errorf("audited typing links: %q", found)
+	}
+	if strings.Contains(fmt.Sprint(auditRecords(t, srv.dataDir)), strings.SplitN(link, "?admit=", 2)[1]) {
+		t.Error("the audit holds the typing link's token")
 	}
 }

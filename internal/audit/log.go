@@ -42,6 +42,9 @@ const (
 	// connection allowed, refused, approved or denied (the Outcome); Args
 	// hold host, port and address.
 	EventNetwork = "network"
+	// EventTypingLink is a typing link the operator made for a session:
+	// whoever opens it may type there.
+	EventTypingLink = "typing_link"
 )
 
 // OutcomeOK is the Outcome of a call that succeeded.

@@ -25,6 +25,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tandem-sh/tandem/internal/approval"
+	"github.com/tandem-sh/tandem/internal/audit"
 	"github.com/tandem-sh/tandem/internal/cluster"
 	"github.com/tandem-sh/tandem/internal/config"
 	"github.com/tandem-sh/tandem/internal/forward"
@@ -280,7 +281,8 @@ func (s *Server) drainOnSignal(ctx, signalled context.Context, stop context.Canc
 // the operations endpoints and forwarded approvals.
 func (s *Server) webOptions(ctx context.Context) *web.Options {
 	o := &web.Options{Logger: s.log, Recordings: s.sessions, PublicHosts: s.cfg.Web.PublicHosts,
-		Operator: &web.Operator{Token: s.opTok, Approvals: s.broker, Sessions: dashSessions{s.sessions, s.mcp.StdioClient}, Audit: dashAudit{s.rec.st, s.mcp.StdioClient}}}
+		Operator: &web.Operator{Token: s.opTok, Approvals: s.broker, Sessions: dashSessions{s.sessions, s.mcp.StdioClient}, Audit: dashAudit{s.rec.st, s.mcp.StdioClient},
+			Admitted: s.auditTypingLink}}
 	o.Routes = map[string]http.Handler{}
 	if s.hm.on() {
 		o.Routes = s.hm.routes(s.mcp, s.base)
@@ -303,6 +305,21 @@ func (s *Server) webOptions(ctx context.Context) *web.Options {
 	// Downstream tandems forward their approvals here (policy forward).
 	o.Routes["POST /api/approvals"] = forward.Handler(forward.Either(forward.Token(s.opTok), s.hm.approver), s.mcp.Forwarded)
 	return o
+}
+
+// auditTypingLink records a typing link the operator made: who may type
+// in a session is part of what happened there. A session another node
+// holds is recorded by its monitoring key's session, when it is known
+// here, or without it.
+func (s *Server) auditTypingLink(ctx context.Context, key string) error {
+	rec := audit.Record{Time: time.Now(), Actor: "operator", Tool: audit.EventTypingLink, Event: audit.EventTypingLink, Outcome: audit.OutcomeOK}
+	if sess, ok := s.sessions.ByMonitorKey(key); ok {
+		rec.Tenant, rec.SessionID, rec.SessionName, rec.Target = sess.Caller().Tenant, sess.ID, sess.Name, sess.Target.Name
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := s.rec.audit.Append(ctx, rec)
+	return err
 }
 
 // announce says what serves where: the log's startup line, the instance

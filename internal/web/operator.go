@@ -29,6 +29,10 @@ type Operator struct {
 	// Audit searches the audit log. Nil means no audit panel: /api/audit is
 	// not found.
 	Audit AuditLog
+	// Admitted, if set, records a typing link made for the session with the
+	// monitoring key, before the link is handed out: whoever opens it may
+	// type there. An error refuses the link.
+	Admitted func(ctx context.Context, key string) error
 }
 
 // ApprovalDesk is the approvals as the dashboard sees them.

@@ -126,6 +126,13 @@ func (s *Server) serveAdmit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "session_not_found", "no live session has this page")
 		return
 	}
+	if s.operator.Admitted != nil {
+		if err := s.operator.Admitted(r.Context(), key); err != nil {
+			s.log.Error("web: a typing link could not be recorded; none was made", "err", err)
+			writeError(w, http.StatusServiceUnavailable, "audit_unavailable", "the audit log cannot record the typing link right now, so none was made; see tandem's log")
+			return
+		}
+	}
 	s.log.Info("web: typing link made", "remote", r.RemoteAddr)
 	writeJSON(w, http.StatusOK, apiReply{Success: true, URL: MonitorURL("", key) + "?admit=" + s.admitToken(key)})
 }

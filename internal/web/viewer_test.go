@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -276,5 +277,37 @@ func TestHandBackNeedsTyping(t *testing.T) {
 	}
 	if got := term.handedBack(); len(got) != 1 || !strings.HasPrefix(got[0], "hr_1|done|operator ") {
 		t.Fatalf("the operator's hand-back: %q", got)
+	}
+}
+
+// TestTypingLinkRecorded: a typing link is recorded before it is handed
+// out, with its session's key; when it cannot be recorded, none is made.
+func TestTypingLinkRecorded(t *testing.T) {
+	var (
+		mu   sync.Mutex // the handler runs on the server's goroutine
+		got  []string
+		fail bool
+	)
+	op := testOperator(newBroker(), newDirectory())
+	op.Admitted = func(_ context.Context, key string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if fail {
+			return errors.New("disk full")
+		}
+		got = append(got, key)
+		return nil
+	}
+	base := startDashboard(t, op, sessions{testKey: newFakeTerm("s")})
+	link := typingLink(t, base, testKey)
+	mu.Lock()
+	if !strings.Contains(link, "?admit=") || len(got) != 1 || got[0] != testKey {
+		t.Fatalf("link %q, recorded %v", link, got)
+	}
+	fail = true
+	mu.Unlock()
+	status, raw, m := request{method: "POST", path: "/api/admit", body: `{"path":"/s/` + testKey + `"}`}.do(t, base)
+	if status != http.StatusServiceUnavailable || m["url"] != nil || !strings.Contains(string(raw), "audit_unavailable") {
+		t.Errorf("with the record failing: %d %s", status, raw)
 	}
 }
