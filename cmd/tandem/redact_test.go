@@ -548,4 +548,12 @@ func TestSecretFileWrittenLater(t *testing.T) {
 	if out := str(r["stdout"]); out != "API_KEY=[REDACTED:file]\n[REDACTED:file]\n" {
 		t.Fatalf("after the value changed: %q", out)
 	}
+	// The agent's last command writes a value; a human prints it next.
+	const third = "third-secret-value-99"
+	mustOK(t, s.exec(t, "printf 'API_KEY=%s\\n' "+third+" > .env"))
+	typeOverWebSocket(t, mon, dataDirToken(t, srv.dataDir), "cat .env; echo h-$((2+3))\r", "h-5\r\n")
+	g = wantError(t, gateOf(t, s), "user_activity_detected")
+	if raw, _ := json.Marshal(g["userCommands"]); strings.Contains(string(raw), third) || !strings.Contains(string(raw), "API_KEY=[REDACTED:file]") {
+		t.Errorf("a human's cat of a .env the agent just wrote: %s", raw)
+	}
 }

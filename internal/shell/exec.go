@@ -229,6 +229,7 @@ func (s *Shell) Exec(ctx context.Context, command string, o ExecOptions) (Record
 		return Record{}, fmt.Errorf("exec: %w: the command is %d bytes, over the limit of %d; write large content to a file in smaller pieces", ErrInvalidCommand, len(command), MaxCommandBytes)
 	}
 	deadline := time.Now().Add(o.Timeout)
+	s.refreshRedact()
 	a, err := s.claim(ctx, command, o)
 	if err != nil {
 		return Record{}, err

@@ -355,6 +355,7 @@ func nextHistoryEntry(s string) int {
 func (s *Shell) newHumanRun(viewer string, unattributed bool) *humanRun {
 	id := newCommandID()
 	f := s.opts.Spool.New(id + ".out")
+	s.refreshRedact()
 	out := s.newOut(f, id+".out")
 	return &humanRun{
 		rec: Record{ID: id, Source: "user", Started: time.Now(), Merged: true, Stdout: f,

@@ -46,7 +46,9 @@ type RawSink interface {
 }
 
 // refreshRedact has the redactor take the secret files written since it
-// last looked: they count from the next command on.
+// last looked: they count from the next command on. It runs once as each
+// command starts, the agent's before the shell's lock is taken, and as a
+// human's command ends (for its line); streams made later pick it up.
 func (s *Shell) refreshRedact() {
 	if s.opts.Redact == nil {
 		return
@@ -61,7 +63,6 @@ func (s *Shell) refreshRedact() {
 func (s *Shell) newOut(w io.Writer, name string) *outStream {
 	o := &outStream{w: w}
 	if s.opts.Redact != nil {
-		s.refreshRedact()
 		o.red = s.opts.Redact.Stream(w)
 		if s.opts.Raw != nil {
 			o.raw = s.opts.Raw(name)
