@@ -49,8 +49,8 @@ func longs(names ...string) map[string]bool {
 	return m
 }
 
-// moreWrappers returns the wrappers of this file by command name.
-func moreWrappers() map[string]func(*collector, []word) unwrapped {
+// toolWrappers returns the wrappers of this file by command name.
+func toolWrappers() map[string]func(*collector, []word) unwrapped {
 	input := unknown(whyInput)
 	setarchOpts := &optSpec{strict: true, flags: "RFZLXBIST3vh", long: longs("addr-no-randomize", "fdpic-funcptrs",
 		"mmap-page-zero", "addr-compat-layout", "read-implies-exec", "32bit", "short-inode", "whole-seconds",
