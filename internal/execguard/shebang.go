@@ -6,11 +6,6 @@ import "bytes"
 // it (BINPRM_BUF_SIZE); a #! line longer than this is cut.
 const shebangBuf = 256
 
-// MaxInterpreters is how many #! interpreters the kernel follows for one
-// exec (a script whose interpreter is a script, …) before it fails the
-// exec with ELOOP.
-const MaxInterpreters = 5
-
 // ParseShebang reads a file's first bytes as the kernel's binfmt_script
 // does (fs/binfmt_script.c): after "#!" and blanks, the interpreter runs
 // to the next blank, and the rest of the line, trimmed of blanks, is its
