@@ -30,8 +30,10 @@ func TestExecJudgingRuns(t *testing.T) {
 	if err := execguard.Available(); err != nil {
 		testenv.Missing(t, "%v", err)
 	}
-	if _, err := os.Stat(ldso); err != nil {
-		testenv.Missing(t, "no dynamic loader at %s: %v", ldso, err)
+	for _, p := range []string{ldso, "/usr/lib/git-core/git-push", "/usr/lib/git-core/git-status"} {
+		if _, err := os.Stat(p); err != nil {
+			testenv.Missing(t, "the test runs %s: %v", p, err)
+		}
 	}
 	ws := t.TempDir()
 	repo := gitPushRepo(t, ws)
