@@ -78,6 +78,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzVerify -fuzztime 30s ./internal/claim/
 	$(GO) test -run '^$$' -fuzz FuzzDecide -fuzztime 30s ./internal/policy/
 	$(GO) test -run '^$$' -fuzz FuzzParserAgreesWithBash -fuzztime 30s ./internal/policy/
+	$(GO) test -run '^$$' -fuzz FuzzParseShebang -fuzztime 30s ./internal/execguard/
 	$(GO) test -run '^$$' -fuzz FuzzRoute -fuzztime 30s ./internal/cluster/
 	$(GO) test -run '^$$' -fuzz FuzzAppend -fuzztime 30s ./internal/jsonstr/
 

@@ -3,7 +3,6 @@ package execguard_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -20,9 +19,10 @@ const benchExecs = 1000
 
 // BenchmarkExecJudging runs one command that starts /bin/true 1,000 times
 // in the sandbox, with exec judging off and on (the README's example
-// policy, judged as tandem judges: path resolved, then DecideExec). It
-// reports the time per command each way, their ratio, and the median of
-// the judge's own time per exec (the policy decision).
+// policy, judged as tandem judges: DecideExec, which looks at the program
+// in the process's view and reads its #! line). It reports the time per
+// command each way, their ratio, and the median of the judge's own time
+// per exec (the policy decision with its look).
 func BenchmarkExecJudging(b *testing.B) {
 	if err := execguard.Available(); err != nil {
 		b.Skip(err)
@@ -41,12 +41,8 @@ func BenchmarkExecJudging(b *testing.B) {
 	var decisions, judged []time.Duration
 	judge := func(_ context.Context, e execguard.Exec) execguard.Verdict {
 		t0 := time.Now()
-		pe := policy.Exec{Tool: "ssh_exec", Path: e.Path, Argv: e.Argv, Truncated: e.Truncated}
-		if r, err := filepath.EvalSymlinks(e.Path); err == nil && r != e.Path {
-			pe.Resolved = r
-		}
 		t1 := time.Now()
-		v := pol.DecideExec(pe)
+		v := pol.DecideExec(policy.Exec{Tool: "ssh_exec", Path: e.Path, Argv: e.Argv, Truncated: e.Truncated, Look: e.Look})
 		t2 := time.Now()
 		mu.Lock()
 		decisions = append(decisions, t2.Sub(t1))

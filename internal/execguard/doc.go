@@ -21,12 +21,31 @@
 // is denied; execs of a foreign architecture's ABI (i386, x32) are denied
 // by the filter itself.
 //
+// A Judge learns what the exec runs with Exec.Look (view.go): paths are
+// resolved as the stopped process sees them, against its cwd, inside its
+// root (/proc/<pid>/root), with /proc/self, /proc/thread-self and so
+// /dev/fd/N naming that process, never tandem (whose descriptor 9 is some
+// file of its own); a /proc descriptor link that names no path (a pipe, a
+// memfd, a deleted file) is opened through the descriptor itself. Look
+// also reads a script's #! line as the kernel's binfmt_script does
+// (ParseShebang, shebang.go), since the kernel starts the interpreter
+// without a second execve. The check that a path exists (a shell
+// searching PATH) is made in the same view.
+//
 // What it does not stop: a multithreaded program can rewrite the argv it
 // passed between tandem's read and the kernel's own (the check and the
 // use are not atomic: seccomp user notification is no security boundary
-// on its own), and a program can do harm without an exec at all (unlink
-// files itself, write them, talk to a socket). Landlock stays the boundary;
-// exec judging keeps an agent's command rules true below the command line.
+// on its own). The same holds for the file: a script's #! line, or a
+// symlink on the path, can be changed after Look read it and before the
+// kernel opens it, by another process of the session. Nor does it stop a
+// copy of a program under another name (it is another program),
+// binfmt_misc interpreters registered on the host (qemu-user, Java: the
+// kernel starts them without an exec), a program that loads and runs
+// another itself, and a program that does harm without an exec at all
+// (unlink files itself, write them, talk to a socket). Paths are resolved
+// with tandem's /proc numbering: a sandbox with a pid namespace of its own
+// would need its pids mapped. Landlock stays the boundary; exec judging
+// keeps an agent's command rules true below the command line.
 //
 // The package knows processes and syscalls, not policies, sessions or MCP.
 package execguard

@@ -443,3 +443,53 @@ func TestAvailableHere(t *testing.T) {
 		t.Fatalf("Available() = %v on a kernel that lists user_notif", err)
 	}
 }
+
+// TestLookSeesTheProcess: a judge that asks Exec.Look learns the program
+// the kernel will run as the sandboxed process names it: rm opened on its
+// descriptor 9 and run as /dev/fd/9 or /proc/self/fd/9, through a symlink
+// to that, or by fexecve, is rm, whatever tandem's own descriptor 9 is;
+// the existence check (a PATH search) is made in the process's view too,
+// so those execs reach the judge and are refused with EPERM.
+func TestLookSeesTheProcess(t *testing.T) {
+	rm, err := filepath.EvalSymlinks("/usr/bin/rm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ name, script string }{
+		{"/dev/fd/9", "exec 9</usr/bin/rm; /dev/fd/9 victim"},
+		{"/proc/self/fd/9", "exec 9</usr/bin/rm; /proc/self/fd/9 victim"},
+		{"/proc/thread-self/fd/9", "exec 9</usr/bin/rm; /proc/thread-self/fd/9 victim"},
+		{"a symlink x to /proc/self/fd/9", "ln -s /proc/self/fd/9 x; exec 9</usr/bin/rm; ./x victim"},
+		{"fexecve", `/usr/bin/python3 -c 'import os; fd=os.open("/usr/bin/rm", os.O_RDONLY); os.execve(fd, ["x","victim"], {})'`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := t.TempDir()
+			if err := os.WriteFile(filepath.Join(ws, "victim"), []byte("precious\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var looked []string
+			judge := func(_ context.Context, e execguard.Exec) execguard.Verdict {
+				r, _, err := e.Look(e.Path)
+				mu.Lock()
+				looked = append(looked, r)
+				mu.Unlock()
+				if err != nil || r == rm {
+					return execguard.Deny
+				}
+				return execguard.Allow
+			}
+			g := start(t, ws, tt.script, nil)
+			g.serve(t, judge)
+			out, _ := g.wait(t)
+			if _, err := os.Stat(filepath.Join(ws, "victim")); err != nil {
+				t.Fatalf("victim is gone (%v); output:\n%s", err, out)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Contains(looked, rm) || !strings.Contains(out, "Operation not permitted") {
+				t.Errorf("the judge looked at %q (want %s among them); output:\n%s", looked, rm, out)
+			}
+		})
+	}
+}

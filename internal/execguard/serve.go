@@ -20,7 +20,8 @@ type Exec struct {
 	// Pid is the process that called execve (in tandem's pid namespace).
 	Pid int
 	// Path is the file to execute as the process named it, made absolute
-	// against Cwd (or execveat's directory); symlinks are not resolved.
+	// against Cwd (or execveat's directory); symlinks are not resolved
+	// (Look resolves them as the process sees them).
 	Path string
 	// Argv is the argument vector, argv[0] included, as the program will
 	// receive it: at most MaxArgs words and MaxArgBytes bytes.
@@ -29,6 +30,9 @@ type Exec struct {
 	Truncated bool
 	// Cwd is the process's working directory.
 	Cwd string
+	// at is how the process named the file when Path is not a path it
+	// could look up itself: execveat's /dev/fd/N, with its path after it.
+	at string
 }
 
 // Verdict is a Judge's answer.
@@ -196,7 +200,7 @@ func (l *Listener) answer(ctx context.Context, rc rawConn, n notif, judge Judge)
 	}
 	v, errno := Deny, unix.EPERM
 	if err == nil {
-		if missing := absent(e.Path); missing != 0 {
+		if missing := absent(e); missing != 0 {
 			// A shell searching PATH tries directories where the program is
 			// not: the kernel would fail those with ENOENT, so they are
 			// failed so without asking. A file created since fails closed.
@@ -260,13 +264,19 @@ func judgeWhileWaiting(ctx context.Context, rc rawConn, id uint64, judge Judge, 
 	return v
 }
 
-// absent returns ENOENT or ENOTDIR when path does not lead to a file, as
-// the exec would fail anyway; 0 otherwise.
-func absent(path string) unix.Errno {
-	var st unix.Stat_t
-	err := unix.Stat(path, &st)
-	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-		return err.(unix.Errno)
+// absent returns ENOENT or ENOTDIR when the exec's path does not lead to
+// a file for the process that made it, as the exec would fail anyway; 0
+// otherwise. The path is looked up in that process's view: /dev/fd/9 is
+// its descriptor 9, not tandem's.
+func absent(e Exec) unix.Errno {
+	p := e.Path
+	if e.at != "" {
+		p = e.at
+	}
+	_, _, err := viewOf(e).resolve(p)
+	var errno unix.Errno
+	if errors.As(err, &errno) && (errno == unix.ENOENT || errno == unix.ENOTDIR) {
+		return errno
 	}
 	return 0
 }
@@ -318,7 +328,7 @@ func read(n notif) (Exec, error) {
 	if err != nil {
 		return e, fmt.Errorf("path: %w", err)
 	}
-	if e.Path, err = resolve(pid, cwd, dirfd, path, flags); err != nil {
+	if e.Path, e.at, err = resolve(pid, cwd, dirfd, path, flags); err != nil {
 		return e, err
 	}
 	if e.Argv, e.Truncated, err = m.argv(argvPtr); err != nil {
@@ -327,24 +337,27 @@ func read(n notif) (Exec, error) {
 	return e, nil
 }
 
-// resolve makes an exec's path absolute the way the kernel will look it up.
-func resolve(pid int, cwd string, dirfd int, path string, flags uint64) (string, error) {
+// resolve makes an exec's path absolute the way the kernel will look it
+// up. With execveat's directory descriptor, at is the same path through
+// that descriptor (/dev/fd/N/path), which Look follows in the process.
+func resolve(pid int, cwd string, dirfd int, path string, flags uint64) (abs, at string, err error) {
 	if strings.HasPrefix(path, "/") {
-		return cleanAbs(path), nil
+		return cleanAbs(path), "", nil
 	}
 	base := cwd
 	if dirfd != atFDCWD {
 		p, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/fd/" + strconv.Itoa(dirfd))
 		if err != nil {
-			return "", fmt.Errorf("execveat dirfd %d: %w", dirfd, err)
+			return "", "", fmt.Errorf("execveat dirfd %d: %w", dirfd, err)
 		}
+		at = "/dev/fd/" + strconv.Itoa(dirfd)
 		if path == "" && flags&unix.AT_EMPTY_PATH != 0 {
-			return p, nil // fexecve: the descriptor is the program
+			return p, at, nil // fexecve: the descriptor is the program
 		}
-		base = p
+		base, at = p, at+"/"+path
 	}
 	if path == "" {
-		return "", errors.New("empty path")
+		return "", "", errors.New("empty path")
 	}
-	return cleanAbs(base + "/" + path), nil
+	return cleanAbs(base + "/" + path), at, nil
 }

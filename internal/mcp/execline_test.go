@@ -35,7 +35,7 @@ func TestNamedForItself(t *testing.T) {
 		{"a symlink named ls", link, []string{"ls", "x"}, false},
 		{"no argv", rm, nil, false},
 	} {
-		x := shell.ExecInfo{Exec: execguard.Exec{Path: tc.path, Argv: tc.argv}}
+		x := shell.ExecInfo{Exec: execguard.Exec{Pid: os.Getpid(), Cwd: dir, Path: tc.path, Argv: tc.argv}}
 		if got := namedForItself(x); got != tc.want {
 			t.Errorf("%s: namedForItself = %v, want %v", tc.name, got, tc.want)
 		}

@@ -70,18 +70,16 @@ func (s *Server) judgeExecs(c session.Caller, t *session.Target) error {
 	d := &denials{}
 	l := &lineExecs{}
 	t.JudgeExec = func(ctx context.Context, sess *session.Session, x shell.ExecInfo) shell.ExecRuling {
-		if x.Source == "agent" && namedForItself(x) && l.take(ej, x) {
-			return shell.ExecRuling{Allow: true, Decision: execLine}
-		}
-		return s.judgeExec(ctx, ej, d, sess, x)
+		return s.judgeExec(ctx, ej, d, l, sess, x)
 	}
 	return nil
 }
 
 // namedForItself reports whether the program is the one its argv[0]
-// names: its path, and the path with symlinks resolved, end in that name.
-// Only then is an exec what the line's judge saw: `hash -p /bin/rm lsh`,
-// a symlink named ls, or `exec -a ls rm` start rm under another name.
+// names: its path, and the path with symlinks resolved in the process's
+// own view, end in that name. Only then is an exec what the line's judge
+// saw: `hash -p /bin/rm lsh`, a symlink named ls, or `exec -a ls rm`
+// start rm under another name.
 func namedForItself(x shell.ExecInfo) bool {
 	if len(x.Argv) == 0 {
 		return false
@@ -90,7 +88,7 @@ func namedForItself(x shell.ExecInfo) bool {
 	if filepath.Base(x.Path) != name {
 		return false
 	}
-	r, err := filepath.EvalSymlinks(x.Path)
+	r, _, err := x.Look(x.Path)
 	return err == nil && filepath.Base(r) == name
 }
 
@@ -167,15 +165,18 @@ func (d *denials) add(x shell.ExecInfo) {
 // the command rules: deny fails the exec; ask holds it for a human while
 // an agent command runs, and fails it otherwise (there is no call to
 // attach an approval to).
-func (s *Server) judgeExec(ctx context.Context, ej ExecJudge, d *denials, sess *session.Session, x shell.ExecInfo) shell.ExecRuling {
+func (s *Server) judgeExec(ctx context.Context, ej ExecJudge, d *denials, l *lineExecs, sess *session.Session, x shell.ExecInfo) shell.ExecRuling {
 	if x.Source == "user" && x.Foreground {
 		return shell.ExecRuling{Allow: true, Decision: execHuman}
 	}
-	e := policy.Exec{Tool: execTool, Path: x.Path, Argv: x.Argv, Truncated: x.Truncated}
-	if r, err := filepath.EvalSymlinks(x.Path); err == nil && r != x.Path {
-		e.Resolved = r
+	// The program is looked at as the process sees it (its /dev/fd, its
+	// symlinks), and judged as what it runs: a #! script's interpreter,
+	// the loader's program, a multi-call name.
+	v := ej.DecideExec(policy.Exec{Tool: execTool, Path: x.Path, Argv: x.Argv, Truncated: x.Truncated, Look: x.Look})
+	if x.Source == "agent" && len(v.Commands) == 1 && namedForItself(x) && l.take(ej, x) {
+		// Exactly the argv the agent's line named, and nothing else runs.
+		return shell.ExecRuling{Allow: true, Decision: execLine}
 	}
-	v := ej.DecideExec(e)
 	switch v.Decision {
 	case policy.Allow:
 		return shell.ExecRuling{Allow: true, Decision: execAllow, Rule: v.Rule}

@@ -20,12 +20,24 @@
 // uclampset, choom, enosys, pipesz, watch, parallel and sem (GNU and
 // moreutils), chronic, ifne, lckdo, pee, mispipe, zrun, numactl, cgexec,
 // firejail, faketime, catchsegv, valgrind, strace, ltrace, gdb --args,
-// busybox, dbus-run-session, systemd-run, sg, entr, hyperfine, xvfb-run,
+// dbus-run-session, systemd-run, sg, entr, hyperfine, xvfb-run,
 // fakeroot, eatmydata, torsocks, proxychains, unbuffer, sshpass, ccache,
 // distcc, caffeinate, ssh host cmd (the command is judged as a script),
-// and bash/sh/dash/zsh/ksh/mksh/ash -c with the script parsed in turn.
-// Their options are known in full: an option a wrapper does not know, or
-// one that is not a literal, fails closed. What starts a shell that reads
+// bash/sh/dash/zsh/ksh/mksh/ash -c with the script parsed in turn, and the
+// dynamic loader (ld-linux*.so*, ld-*.so*, ld64.so*, ld.so: loader.go),
+// which runs its program without an exec of its own. Their options are
+// known in full: an option a wrapper does not know, or one that is not a
+// literal, fails closed. Multi-call programs (multicall.go) are judged as
+// the command their name or first argument says: git-<sub> (git's
+// git-core links) as git <sub>, busybox, toybox and coreutils applets as
+// the applet; the same table serves exec judging.
+//
+// Exec judging (DecideExec, exec.go) judges one program as it starts, by
+// its exact argv, and what it runs: a #! script as its interpreter, the
+// interpreter's argument, the script and the arguments (nested as the
+// kernel nests them); the loader's program; a multi-call name. It learns
+// what a file is through Exec.Look, which the caller answers in the view
+// of the process that execs. What starts a shell that reads
 // its input (ssh host, su, script, unshare, chroot, nsenter, newgrp, sudo
 // -i, curl … | sh), or runs what cannot be judged here (expect, bwrap,
 // rlwrap, tmux and screen with arguments, at, batch, direnv exec), fails

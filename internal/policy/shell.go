@@ -258,6 +258,16 @@ func (c *collector) simple(argv, parent []word, depth, wrappers int) {
 		return
 	}
 	name := path.Base(w0.s)
+	if mc, ok := multiCall(argv); ok {
+		// git-core/git-push is git push; busybox rm is rm.
+		if wrappers >= maxWrappers {
+			c.add(item{argv: argv, why: whyWrappers})
+			return
+		}
+		c.add(item{argv: argv, wrapper: true})
+		c.simple(mc, argv, depth, wrappers+1)
+		return
+	}
 	if c.builtins(name, argv, depth) {
 		return
 	}
@@ -297,6 +307,9 @@ func (c *collector) simple(argv, parent []word, depth, wrappers int) {
 		return
 	}
 	un, ok := wrapperFuncs[name]
+	if !ok && isLoader(name) {
+		un, ok = unwrapLoader, true
+	}
 	if !ok {
 		c.add(item{argv: argv})
 		return

@@ -58,7 +58,7 @@ func init() {
 		"su":      unwrapSu,
 		"runuser": unwrapSu,
 	}
-	for name, u := range moreWrappers() {
+	for name, u := range toolWrappers() {
 		wrapperFuncs[name] = u
 	}
 	for _, sh := range []string{"bash", "sh", "dash", "zsh", "ksh", "mksh", "ash"} {

@@ -49,8 +49,8 @@ func longs(names ...string) map[string]bool {
 	return m
 }
 
-// moreWrappers returns the wrappers of this file by command name.
-func moreWrappers() map[string]func(*collector, []word) unwrapped {
+// toolWrappers returns the wrappers of this file by command name.
+func toolWrappers() map[string]func(*collector, []word) unwrapped {
 	input := unknown(whyInput)
 	setarchOpts := &optSpec{strict: true, flags: "RFZLXBIST3vh", long: longs("addr-no-randomize", "fdpic-funcptrs",
 		"mmap-page-zero", "addr-compat-layout", "read-implies-exec", "32bit", "short-inode", "whole-seconds",
@@ -88,7 +88,6 @@ func moreWrappers() map[string]func(*collector, []word) unwrapped {
 		"strace":           wrap(&optSpec{strict: true, flags: "cdfFhiqrtTvVwxyzCDkZnAY", vals: "abeEIoOpPsSuXU", long: longs("output=", "attach=", "user=", "trace=", "signal=", "status=", "env=", "summary-only", "summary", "follow-forks", "output-separately", "decode-fds", "decode-pids", "no-abbrev", "verbose", "raw=", "read=", "write=", "quiet=", "seccomp-bpf", "string-limit=", "columns=", "const-print-style=", "absolute-timestamps", "relative-timestamps", "syscall-times", "instruction-pointer", "stack-traces", "kill-on-exit", "daemonize", "trace-path=", "syscall-limit=", "inject=", "fault=", "tips", "timestamps", "successful-only", "failed-only", "debug")}, 0, nothing, "p", "attach"),
 		"ltrace":           wrap(&optSpec{strict: true, flags: "bcCfhiLrStTV", vals: "aADeFlnopsuwx", long: longs("align=", "demangle", "library=", "output=", "config=", "indent=")}, 0, nothing, "p"),
 		"gdb":              unwrapGdb,
-		"busybox":          unwrapBusybox,
 		"dbus-run-session": wrap(&optSpec{strict: true, long: longs("config-file=")}, 0, nothing),
 		"systemd-run": wrap(&optSpec{strict: true, flags: "rGqdPtSh", vals: "upEMH", long: longs("no-ask-password",
 			"scope", "unit=", "property=", "description=", "slice=", "slice-inherit", "expand-environment=", "remain-after-exit",
@@ -412,14 +411,6 @@ func unwrapGdb(_ *collector, argv []word) unwrapped {
 		}
 	}
 	return nothing
-}
-
-// unwrapBusybox: busybox applet args…
-func unwrapBusybox(_ *collector, argv []word) unwrapped {
-	if len(argv) > 1 && argv[1].lit && strings.HasPrefix(argv[1].s, "-") {
-		return nothing // --list, --install, --help
-	}
-	return runs(argv, 1)
 }
 
 // unwrapSg: sg [-] [group [-c] command]; the command is one string run by
