@@ -70,17 +70,46 @@ func getPage(t *testing.T, url string) string {
 	return string(b)
 }
 
+// watchLinkStrip reads the status strip a watch link's socket sends, as
+// the agent's own client would (no cookie), until it holds want, and
+// returns every message it read.
+func watchLinkStrip(t *testing.T, mon, want string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(mon, "http")+"/ws",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Origin": {strings.SplitN(mon, "/s/", 2)[0]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(16 << 20)
+	var all strings.Builder
+	for {
+		typ, p, err := c.Read(ctx)
+		if err != nil {
+			t.Errorf("the watch link's strip never sent %q: %v; it sent:\n%s", want, err, lastN(all.String(), 3000))
+			return all.String()
+		}
+		all.Write(append(p, '\n'))
+		if typ == websocket.MessageText && strings.Contains(string(p), want) {
+			return all.String()
+		}
+	}
+}
+
 // TestRedactBesideOutput: the secrets of a workspace's .env reach neither
 // the agent nor, with redact.viewers: true, anyone holding the watch
 // link, by the ways around the output: a directory named after one (the
 // cwd of a result and of list_sessions), a host name the egress proxy
-// refuses (networkRefused, the strip's network), a held program's argv
+// refuses (networkRefused, the strip's network) or asks about (the
+// approval's connection, form and strip), a held program's argv
 // (approval_pending, the approval form the client is shown, the strip's
 // approvals), a command line a policy denies (the reply, the strip's
 // denials), a program exec judging denies, and a human's command line
 // while it runs. Every message tandem sends the agent's MCP client, every
 // message and page the watch link serves (the terminal page and its
-// WebSocket, the replay page, /cast) and the recording are searched. The
+// WebSocket, the replay page, /cast) and the recordings are searched. The
 // operator's dashboard still shows the held program as it is.
 func TestRedactBesideOutput(t *testing.T) {
 	if err := execguard.Available(); err != nil {
@@ -110,8 +139,13 @@ func TestRedactBesideOutput(t *testing.T) {
 	cfg := fmt.Sprintf(`targets:
   - name: dev
     kind: local
-    workspace: %s
-    network: {allow: ["127.0.0.1:%d"]}
+    workspace: %[1]s
+    network: {allow: ["127.0.0.1:%[2]d"]}
+    redact: {secretFiles: [.env], viewers: true}
+  - name: asker
+    kind: local
+    workspace: %[1]s
+    network: {allow: ["127.0.0.1:%[2]d"], ask: true}
     redact: {secretFiles: [.env], viewers: true}
 policy:
   mode: allow
@@ -197,7 +231,7 @@ approvals: {waitSeconds: 1, timeoutSeconds: 300}
 		if str(prog["command"]) != wantCmd || prog["cwd"] != ws+"/"+marker || !strings.Contains(str(e["message"]), "Bearer "+marker) {
 			t.Errorf("approval_pending names the program %v, want %q: %v", prog, wantCmd, e)
 		}
-		if f := forms.all(); len(f) != 1 || !strings.Contains(f[0], "Bearer "+marker) {
+		if f := forms.all(); len(f) == 0 || !strings.Contains(f[len(f)-1], "Bearer "+marker) {
 			t.Errorf("the approval form the client was shown: %q", f)
 		}
 		stripHolds(t, `"agent":"waiting_approval","command":"`+wantCmd+`"`)
@@ -249,29 +283,54 @@ approvals: {waitSeconds: 1, timeoutSeconds: 300}
 		stripHolds(t, `"source":"human","command":": `+marker+`;`)
 	})
 
+	// A second session, whose allowlist asks about unlisted hosts.
+	asker := connectTo(t, srv, "asker", "asker")
+	askerArgs := map[string]any{"sessionName": asker.name, "sessionToken": asker.tok}
+	askerMon := str(mustOK(t, srv.call(t, "ssh_get_monitoring_url", askerArgs))["monitoringUrl"])
+	t.Run("an asked host", func(t *testing.T) {
+		e := wantError(t, asker.exec(t, `curl -f -sS --max-time 60 "http://`+valueOf("HOST_SECRET")+`.example/"`, 60), "approval_pending")
+		if e["connection"] != marker+".example:80" || !strings.Contains(str(e["message"]), "connection to "+marker+".example:80") {
+			t.Errorf("approval_pending names the connection %v: %v", e["connection"], e)
+		}
+		if f := forms.all(); len(f) == 0 || !strings.Contains(f[len(f)-1], "connect to "+marker+".example:80") {
+			t.Errorf("the approval form the client was shown: %q", f)
+		}
+		pages["the asking session's strip"] = watchLinkStrip(t, askerMon, `"command":"connect `+marker+`.example:80"`)
+		op.do(t, http.MethodPost, "/api/approvals/"+str(e["approvalId"])+"/decision", `{"approve":false,"reason":"not that host"}`)
+		waitCommand(t, asker, str(e["commandId"]))
+	})
+	mustOK(t, srv.call(t, "ssh_disconnect", askerArgs))
+
 	mustOK(t, srv.call(t, "ssh_disconnect", args(map[string]any{})))
 	select {
 	case <-watchDone:
 	case <-wctx.Done():
 		t.Fatal("the watch link's socket did not close when the session ended")
 	}
-	castFile, _, _ := onlyCast(t, srv.dataDir)
-	if !waitFor(20*time.Second, func() bool {
-		resp, err := http.Get(mon + "/cast")
-		if err == nil {
-			resp.Body.Close()
+	for name, link := range map[string]string{"": mon, "the asking session's ": askerMon} {
+		if !waitFor(20*time.Second, func() bool {
+			resp, err := http.Get(link + "/cast")
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err == nil && resp.StatusCode == http.StatusOK
+		}) {
+			t.Fatalf("the %srecording is never served on the watch link", name)
 		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	}) {
-		t.Fatal("the recording is never served on the watch link")
+		pages[name+"replay page"] = getPage(t, link)
+		pages[name+"/cast"] = getPage(t, link+"/cast")
 	}
-	pages["the replay page"] = getPage(t, mon)
-	pages["/cast"] = getPage(t, mon+"/cast")
-	raw, err := os.ReadFile(castFile)
-	if err != nil {
-		t.Fatal(err)
+	casts, _ := filepath.Glob(filepath.Join(srv.dataDir, "recordings", "*.cast"))
+	if len(casts) != 2 {
+		t.Fatalf("recordings: %v, want 2", casts)
 	}
-	pages["the recording's file"] = string(raw)
+	for _, c := range casts {
+		raw, err := os.ReadFile(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages["the recording "+filepath.Base(c)] = string(raw)
+	}
 	pages["every message tandem sent the agent's client"] = fromTandem(wire.String())
 	pages["every message of the watch link's socket"] = watched.String()
 	for where, text := range pages {
