@@ -43,11 +43,17 @@ func keptKey(key string) bool {
 // redactReply returns r with every secret red finds in its strings
 // replaced by a marker, but for the kept keys (keptKey). r itself, and
 // anything it refers to, is never changed: what changed is copied. A nil
-// red returns r.
-func redactReply(red *redact.Redactor, r reply) reply {
+// red returns r. Should redaction fail, the reply is withheld, never sent
+// as it was.
+func redactReply(red *redact.Redactor, r reply) (out reply) {
 	if red == nil || r == nil {
 		return r
 	}
+	defer func() {
+		if p := recover(); p != nil {
+			out = fail(codeInternal, "tandem could not redact its reply, so it withholds it. Please report this.", nil).reply()
+		}
+	}()
 	if v, changed := redactValue(red, r); changed {
 		return v.(reply)
 	}
