@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,6 +80,10 @@ type serverOpts struct {
 	// elicit, if set, answers the server's elicitations (the client
 	// declares the capability).
 	elicit func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error)
+	// wire, if set, gets every JSON-RPC message of the client's
+	// connection, a line each: "read: " what tandem sent (replies,
+	// notifications, requests), "write: " what the client sent.
+	wire io.Writer
 }
 
 // startServer spawns the built binary over stdio, the way MCP clients do.
@@ -129,7 +134,11 @@ func startServer(t testing.TB, o serverOpts) *tandemProc {
 	s.client = client
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := client.Connect(ctx, &sdk.CommandTransport{Command: cmd, TerminateDuration: 3 * time.Second}, nil)
+	var tr sdk.Transport = &sdk.CommandTransport{Command: cmd, TerminateDuration: 3 * time.Second}
+	if o.wire != nil {
+		tr = &sdk.LoggingTransport{Transport: tr, Writer: o.wire}
+	}
+	cs, err := client.Connect(ctx, tr, nil)
 	if err != nil {
 		t.Fatalf("connect to tandem: %v (stderr: %s)", err, s.log())
 	}

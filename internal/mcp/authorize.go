@@ -99,7 +99,7 @@ func (s *Server) authorize(ctx context.Context, c session.Caller, tool, targetNa
 	}
 	prog := startProgress(ctx, s.heartbeat())
 	defer prog.finish()
-	onWait := prog.waitNotes(ctx, s.heartbeat(), "for a human to approve "+what)
+	onWait := prog.waitNotes(ctx, s.heartbeat(), "for a human to approve "+info.redactText(what))
 	hooks := approval.Hooks{OnWait: onWait}
 	var ss *mcp.ServerSession
 	var input *mcp.ElicitResult
@@ -120,7 +120,7 @@ func (s *Server) authorize(ctx context.Context, c session.Caller, tool, targetNa
 		defer cancel()
 		switch {
 		case !multiRoundTrip(ss):
-			hooks.OnPending = func(a approval.Approval) { s.askClient(ectx, ss, a) }
+			hooks.OnPending = func(a approval.Approval) { s.askClient(ectx, ss, a, info.redact) }
 		case input != nil:
 			// The client repeated the call with its human's answer.
 			hooks.OnPending = func(a approval.Approval) {
@@ -140,7 +140,7 @@ func (s *Server) authorize(ctx context.Context, c session.Caller, tool, targetNa
 	if askForm && out.Kind == approval.Waiting {
 		info.approvalID = out.Approval.ID
 		info.input = mcp.InputRequestMap{approvalInput: &mcp.ElicitParams{Mode: "form",
-			Message: elicitMessage(out.Approval), RequestedSchema: approvalForm}}
+			Message: elicitMessage(out.Approval, info.redact), RequestedSchema: approvalForm}}
 	}
 	a := out.Approval
 	switch out.Kind {

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tandem-sh/tandem/internal/approval"
+	"github.com/tandem-sh/tandem/internal/redact"
 )
 
 // approvalInput names the approval among a call's input requests
@@ -37,8 +38,19 @@ func clientCanElicit(ss *mcp.ServerSession) bool {
 	return ip != nil && ip.Capabilities != nil && ip.Capabilities.Elicitation != nil
 }
 
-// elicitMessage describes the action to the human in their client.
-func elicitMessage(a approval.Approval) string {
+// elicitMessage describes the action to the human in their client, with
+// the session's secrets (red) redacted: the agent's client may show it to
+// the agent as well. A nil red redacts nothing.
+func elicitMessage(a approval.Approval, red *redact.Redactor) string {
+	m := approvalText(a)
+	if red != nil {
+		m, _ = red.String(m)
+	}
+	return m
+}
+
+// approvalText describes the action, as it is.
+func approvalText(a approval.Approval) string {
 	act := a.Action
 	var b strings.Builder
 	if what, ok := heldWhat(a); ok {
@@ -94,9 +106,9 @@ func clientDecision(res *mcp.ElicitResult) (d approval.Decision, ok bool) {
 // askClient asks the client's human, by a server request, while the call
 // also waits for the dashboard; the first answer wins. It returns at once;
 // the elicitation ends when ctx does.
-func (s *Server) askClient(ctx context.Context, ss *mcp.ServerSession, a approval.Approval) {
+func (s *Server) askClient(ctx context.Context, ss *mcp.ServerSession, a approval.Approval, red *redact.Redactor) {
 	go func() {
-		res, err := ss.Elicit(ctx, &mcp.ElicitParams{Mode: "form", Message: elicitMessage(a), RequestedSchema: approvalForm})
+		res, err := ss.Elicit(ctx, &mcp.ElicitParams{Mode: "form", Message: elicitMessage(a, red), RequestedSchema: approvalForm})
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("the client did not answer the approval form; waiting for the dashboard", "approval", a.ID, "err", err)

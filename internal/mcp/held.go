@@ -150,7 +150,7 @@ func (s *Server) askHeld(ctx context.Context, h heldAsk) (approval.Outcome, erro
 				s.held.forwarded(a.ID, true)
 				go s.forwardHeld(ectx, up, a, b.Options().Wait)
 			case ss != nil && wait == 0:
-				s.askClient(ectx, ss, a)
+				s.askClient(ectx, ss, a, h.sess.Target.Redact)
 			}
 		},
 	}
@@ -248,7 +248,7 @@ func (s *Server) offerForm(ctx context.Context, c session.Caller, sess *session.
 		return
 	}
 	info.input = mcp.InputRequestMap{approvalInput: &mcp.ElicitParams{Mode: "form",
-		Message: elicitMessage(a), RequestedSchema: approvalForm}}
+		Message: elicitMessage(a, sess.Target.Redact), RequestedSchema: approvalForm}}
 	info.requestState = heldState(a.ID, te.Partial.ID)
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/tandem-sh/tandem/internal/approval"
 	"github.com/tandem-sh/tandem/internal/audit"
 	"github.com/tandem-sh/tandem/internal/claim"
+	"github.com/tandem-sh/tandem/internal/redact"
 	"github.com/tandem-sh/tandem/internal/session"
 	"github.com/tandem-sh/tandem/internal/store"
 	"github.com/tandem-sh/tandem/internal/target"
@@ -234,6 +235,9 @@ type call struct {
 	// commandID is the command the call ran, if any: an interrupted or
 	// timed-out call's audit record names it, for reading it back.
 	commandID string
+	// redact is the redactor of the session the call touched, for
+	// everything its reply carries (redactReply); nil: none.
+	redact *redact.Redactor
 }
 
 // timeouter is implemented by arguments that carry their own timeout.
@@ -283,6 +287,17 @@ func (c *call) serverSession() *mcp.ServerSession {
 func noteSession(ctx context.Context, sess *session.Session) {
 	c := callFrom(ctx)
 	c.sessionID, c.session, c.target, c.workspace = sess.ID, sess.Name, sess.Target.Name, sess.Target.Workspace
+	c.redact = sess.Target.Redact
+}
+
+// redactText is t with the secrets of the session the call touched
+// replaced by markers: a text for the agent built outside its reply.
+func (c *call) redactText(t string) string {
+	if c.redact == nil {
+		return t
+	}
+	t, _ = c.redact.String(t)
+	return t
 }
 
 // handler adapts one tool: decode, run, audit, render. The audit record is
@@ -307,6 +322,7 @@ func handler[A any](s *Server, name string, run func(ctx context.Context, c sess
 				r = fail(codeInternal, "tandem hit an internal error running "+name+"; nothing else was affected. Please report this.", nil).reply()
 			}
 			s.audit(ctx, c, name, info, r, start)
+			r = redactReply(info.redact, r)
 			res, err = result(r), nil
 			switch {
 			case info.input != nil:

@@ -322,7 +322,8 @@ func (s *Server) list(ctx context.Context, c session.Caller) reply {
 		if h := i.HumanRequest; h != nil {
 			r["humanRequest"] = reply{"requestId": h.ID, "message": h.Message, "requestedAt": h.Since.UTC().Format(time.RFC3339Nano)}
 		}
-		out = append(out, r)
+		// Each session's own secrets: the call touches no one session.
+		out = append(out, redactReply(i.Redact, r))
 	}
 	return ok(reply{"sessions": out})
 }

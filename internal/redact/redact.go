@@ -219,7 +219,10 @@ func environ(kv []string) map[string]string {
 // next to the rest, and a match there would cut a rune in two), drops
 // values shorter than MinSecretLen, keeps the first kind given for a
 // repeated value, and sorts the rest longest first. A value with "\n" line
-// breaks is matched with "\r\n" ones too, as a terminal prints it.
+// breaks is matched with "\r\n" ones too, as a terminal prints it; one
+// with a single quote is matched as it reads inside a single-quoted word
+// of an argv, each quote closed, escaped and opened again: tandem shows a
+// program held for approval so.
 func literals(in []Literal) []Literal {
 	seen := make(map[string]bool, len(in))
 	var out []Literal
@@ -234,6 +237,9 @@ func literals(in []Literal) []Literal {
 		add(v, l.Kind)
 		if strings.Contains(v, "\n") && !strings.Contains(v, "\r\n") {
 			add(strings.ReplaceAll(v, "\n", "\r\n"), l.Kind)
+		}
+		if strings.Contains(v, "'") {
+			add(strings.ReplaceAll(v, "'", `'\''`), l.Kind)
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Literal) int { return len(b.Value) - len(a.Value) })

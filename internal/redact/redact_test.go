@@ -128,6 +128,7 @@ func TestLiterals(t *testing.T) {
 		{Value: "short"},              // under MinSecretLen: ignored
 		{Value: "\xa9sécret-mot\xc3"}, // partial runes at the ends are trimmed
 		{Value: "line one\nline two"},
+		{Value: "it's-a-secret"},
 	}})
 	tests := []struct {
 		name, in, want string
@@ -143,6 +144,8 @@ func TestLiterals(t *testing.T) {
 		{"case matters", "ABCDEFGHIJ", "ABCDEFGHIJ", nil},
 		{"lines", "a line one\nline two b", "a [REDACTED:literal] b", redact.Counts{"literal": 1}},
 		{"lines as a terminal prints them", "line one\r\nline two\r\n", "[REDACTED:literal]\r\n", redact.Counts{"literal": 1}},
+		{"a quote", "x it's-a-secret y", "x [REDACTED:literal] y", redact.Counts{"literal": 1}},
+		{"a quote as an argv shows it", `curl -H 'it'\''s-a-secret'`, `curl -H '[REDACTED:literal]'`, redact.Counts{"literal": 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -52,7 +52,19 @@ func (t webTerminal) Owner() string {
 // HumanRequest is the agent's open request for the human, for the page.
 func (t webTerminal) HumanRequest() (id, message string, ok bool) {
 	r, ok := t.Session.OpenHumanRequest()
-	return r.ID, r.Message, ok
+	return r.ID, t.forViewers(r.Message), ok
+}
+
+// forViewers is text as every viewer of the page sees it: with the
+// session's secrets redacted when its target hides them from viewers
+// (redact.viewers), as the terminal and the recording are. The watch
+// link is the agent's too, so nothing on the page may hold more than
+// the terminal does.
+func (t webTerminal) forViewers(text string) string {
+	if red := t.Session.Target.Redact; red != nil && t.Session.Target.RedactViewers && text != "" {
+		text, _ = red.String(text)
+	}
+	return text
 }
 
 // HandBack ends the agent's request for the human, from the page.
@@ -102,6 +114,9 @@ func (t webTerminal) Status() web.SessionStatus {
 	}
 	for _, c := range t.Session.RecentConnections(stripConnections) {
 		st.Network = append(st.Network, web.StripConnection{Target: c.Target(), Decision: c.Decision, Reason: c.Reason, At: c.Started})
+	}
+	if t.Session.Target.RedactViewers {
+		st = st.Redacted(t.forViewers)
 	}
 	return st
 }

@@ -168,6 +168,10 @@ type Info struct {
 	// HumanRequest is the agent's request for the human that has not been
 	// handed back; nil when none is open.
 	HumanRequest *HumanRequest
+	// Redact is the session's redactor (Target.Redact): what its agent
+	// reads of this info (the cwd, the last command) goes through it.
+	// nil: nothing is redacted.
+	Redact *redact.Redactor
 }
 
 // Info describes the session.
@@ -185,6 +189,7 @@ func (s *Session) Info() Info {
 		Name: s.Name, Target: s.Target.Name, Kind: s.Target.Kind, Host: s.Target.Host,
 		Port: s.Target.Port, Username: s.Target.Username, Status: st,
 		CreatedAt: s.CreatedAt, LastActivity: s.lastActivity, Cwd: cwd,
+		Redact: s.Target.Redact,
 	}
 	if r := s.request; r != nil && !r.HandedBack {
 		open := *r

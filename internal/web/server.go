@@ -77,6 +77,33 @@ type SessionStatus struct {
 	Network []StripConnection `json:"network,omitempty"`
 }
 
+// Redacted returns st with f applied to every text in it that a session
+// can influence: command lines, the agent's message, argv held for
+// approval, rule names, host names and reasons. A terminal whose session
+// hides secrets from its viewers (redact.viewers) passes its redactor, so
+// that a field added here is hidden too. st is not changed.
+func (st SessionStatus) Redacted(f func(string) string) SessionStatus {
+	st.Command = f(st.Command)
+	actions := func(in []StripAction) []StripAction {
+		out := append([]StripAction(nil), in...)
+		for i := range out {
+			out[i].Tool, out[i].Command, out[i].Rule = f(out[i].Tool), f(out[i].Command), f(out[i].Rule)
+		}
+		return out
+	}
+	st.Approvals, st.Denied = actions(st.Approvals), actions(st.Denied)
+	st.Commands = append([]StripCommand(nil), st.Commands...)
+	for i := range st.Commands {
+		st.Commands[i].Command = f(st.Commands[i].Command)
+	}
+	st.Network = append([]StripConnection(nil), st.Network...)
+	for i := range st.Network {
+		c := &st.Network[i]
+		c.Target, c.Decision, c.Reason = f(c.Target), f(c.Decision), f(c.Reason)
+	}
+	return st
+}
+
 // StripConnection is one connection through the egress proxy as the
 // strip names it: open (allowed or approved) or refused (refused or
 // denied).
