@@ -125,8 +125,8 @@ func TestSandboxCheck(t *testing.T) {
 	if err != nil {
 		testenv.Missing(t, "Landlock is not available here (tandem sandbox: %v)\n%s", err, out)
 	}
-	abi := sandbox.Describe(false).LandlockABI
-	for _, want := range []string{fmt.Sprintf("Landlock ABI %d: sandboxed local sessions can run", abi), "tcp:          denied", "not enforced:", "exec judging: available"} {
+	abi := sandbox.Describe(sandbox.NetNamespace).LandlockABI
+	for _, want := range []string{fmt.Sprintf("Landlock ABI %d: sandboxed local sessions can run", abi), "network:      namespace", "tcp:          no way out", "not enforced:", "exec judging: available"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("tandem sandbox lacks %q:\n%s", want, out)
 		}

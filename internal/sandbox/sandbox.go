@@ -59,6 +59,24 @@ type Policy struct {
 	// cannot install the filter refuses to run the program. Zero: execs are
 	// not judged.
 	ExecFD int `json:"execfd,omitempty"`
+	// Namespace, with Network false, runs the program in a network
+	// namespace of its own: Command clones the launcher into one, and the
+	// launcher brings its loopback up. Nothing outside it is reachable:
+	// not the host's loopback, other addresses, abstract UNIX sockets of
+	// other namespaces, whatever the protocol.
+	Namespace bool `json:"netns,omitempty"`
+	// ProxyPort and ProxyFD, with Namespace, make the launcher listen on
+	// 127.0.0.1:ProxyPort inside the namespace and send that listener to
+	// tandem over the socket that is its descriptor ProxyFD (a ProxyPair
+	// child end, passed as an ExtraFile): tandem serves the session's
+	// egress proxy on it, so the proxy is the only way out. Landlock then
+	// allows connecting to ProxyPort (put it in ConnectPorts).
+	ProxyPort uint16 `json:"proxyport,omitempty"`
+	ProxyFD   int    `json:"proxyfd,omitempty"`
+	// NetFilter, with Network false, installs the fallback seccomp filter
+	// (netfilter.go) for hosts that refuse namespaces: no socket but TCP
+	// for the Internet families, no Fast Open, no listen, no io_uring.
+	NetFilter bool `json:"netfilter,omitempty"`
 }
 
 // DefaultReadOnly returns the system directories a shell needs to find and
@@ -139,7 +157,11 @@ func Command(self string, p Policy, argv []string) (*exec.Cmd, error) {
 		return nil, fmt.Errorf("sandbox command: encode policy: %w", err)
 	}
 	args := append([]string{ArgName, string(enc), "--"}, argv...)
-	return exec.Command(self, args...), nil
+	cmd := exec.Command(self, args...)
+	if p.Namespace {
+		cmd.SysProcAttr = namespaceAttr()
+	}
+	return cmd, nil
 }
 
 // Supported reports whether the running kernel can enforce p in full. It
@@ -178,6 +200,14 @@ func requirement(abi int, p Policy) error {
 func (p Policy) validate() error {
 	if p.ExecFD != 0 && p.ExecFD < 3 {
 		return fmt.Errorf("exec judging descriptor %d is one of the standard streams", p.ExecFD)
+	}
+	switch {
+	case p.Network && (p.Namespace || p.NetFilter):
+		return errors.New("a policy with network on needs no network namespace or filter")
+	case p.Namespace && p.NetFilter:
+		return errors.New("the network filter is the fallback for hosts without namespaces: not both")
+	case (p.ProxyFD != 0 || p.ProxyPort != 0) && (!p.Namespace || p.ProxyFD < 3 || p.ProxyPort == 0 || p.ProxyFD == p.ExecFD):
+		return fmt.Errorf("a proxy listener needs a namespace, a port and a descriptor of its own above the standard streams (port %d, descriptor %d)", p.ProxyPort, p.ProxyFD)
 	}
 	for _, set := range [][]string{p.ReadWrite, p.ReadOnly} {
 		for _, path := range set {

@@ -62,6 +62,10 @@ type Options struct {
 	// SignInLink lets Plain carry the dashboard's sign-in link, which
 	// holds the operator token: only when it is a terminal.
 	SignInLink bool
+	// NoNetNamespace runs sandboxed local sessions without network
+	// namespaces, under the fallback seccomp filter (target.Resolver's
+	// NoNetNamespace): TANDEM_NETNS=off.
+	NoNetNamespace bool
 	// Hint, when a person started tandem at a terminal (stdio mode), says
 	// what it waits for; refused names the local targets refused.
 	Hint func(refused map[string]string) string
@@ -175,7 +179,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Server, err err
 			PinFile: filepath.Join(s.dataDir, "known_hosts"),
 			RunDir:  runDir, Env: shellEnv(), User: currentUser(), Refused: s.refused,
 			Implicit: implicitTarget(&o, cfg), CheckRoot: func(dir string) error { return checkRoot(dir, home, s.dataDir, runDir) },
-			Log: s.log,
+			Log: s.log, NoNetNamespace: o.NoNetNamespace,
 		},
 		MonitorURL:        func(key string) string { return web.MonitorURL(cmp.Or(s.nodeURL, s.base), key) },
 		CommandTimeout:    time.Duration(cfg.Limits.CommandTimeout),
