@@ -1,0 +1,116 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tandem-sh/tandem/internal/testenv"
+)
+
+// TestNetworkPolicyRejects: the network fields must make sense together.
+func TestNetworkPolicyRejects(t *testing.T) {
+	for name, p := range map[string]Policy{
+		"namespace with network on":  {Network: true, Namespace: true},
+		"filter with network on":     {Network: true, NetFilter: true},
+		"namespace and filter":       {Namespace: true, NetFilter: true},
+		"proxy without a namespace":  {ProxyPort: 3128, ProxyFD: 3},
+		"proxy without a port":       {Namespace: true, ProxyFD: 3},
+		"proxy on a standard stream": {Namespace: true, ProxyPort: 3128, ProxyFD: 2},
+		"proxy on the exec socket":   {Namespace: true, ProxyPort: 3128, ProxyFD: 3, ExecFD: 3},
+	} {
+		if _, err := Command(self, p, []string{"true"}); err == nil {
+			t.Errorf("%s: Command accepted %+v", name, p)
+		}
+	}
+}
+
+// TestNetFilterAssembles: the fallback filter's program assembles for
+// every architecture it is built for.
+func TestNetFilterAssembles(t *testing.T) {
+	a, ok := netFilterArchs()
+	if !ok {
+		t.Fatalf("the network filter is not built for this architecture")
+	}
+	prog, err := netProgram(a)
+	if err != nil || len(prog) == 0 || len(prog) > 4096 {
+		t.Fatalf("%d instructions, %v", len(prog), err)
+	}
+}
+
+// TestMainNamespace: in a namespace of its own the program sees only a
+// loopback that is up, reaches none of the host's listeners, and the
+// proxy's listener it was asked for comes back to the caller, who alone
+// can serve the program through it.
+func TestMainNamespace(t *testing.T) {
+	if err := (Policy{}).Supported(); err != nil {
+		testenv.Missing(t, "%v", err)
+	}
+	if err := ProbeNamespace(context.Background(), self); err != nil {
+		t.Fatalf("this host (root, or unprivileged user namespaces) must allow network namespaces: %v", err)
+	}
+	host, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { host.Close() })
+	hostPort := host.Addr().(*net.TCPAddr).Port
+
+	parent, child, err := ProxyPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { parent.Close(); child.Close() })
+	const proxyPort = 23456
+	p := Policy{ReadWrite: []string{t.TempDir()}, ReadOnly: DefaultReadOnly(), Namespace: true,
+		ProxyPort: proxyPort, ProxyFD: 3, ConnectPorts: []uint16{proxyPort, uint16(hostPort)}}
+	// /proc/net is the reader's namespace (sysfs shows the mounter's).
+	script := "echo interfaces $(awk 'NR>2{print $1}' /proc/net/dev); " +
+		"bash -c 'exec 3<>/dev/tcp/127.0.0.1/" + itoa(hostPort) + "' || echo host-unreachable; " +
+		"bash -c 'exec 3<>/dev/tcp/127.0.0.1/" + itoa(proxyPort) + " && head -c 5 <&3'"
+	cmd, err := Command(self, p, []string{"sh", "-c", script})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.ExtraFiles = []*os.File{child}
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	child.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ln, err := ReceiveProxy(ctx, parent)
+	if err != nil {
+		_ = cmd.Wait()
+		t.Fatalf("%v; launcher said %s", err, out)
+	}
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			_, _ = io.WriteString(c, "proxy")
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for _, want := range []string{"interfaces lo:\n", "host-unreachable", "proxy"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if c, err := net.DialTimeout("tcp", "127.0.0.1:"+itoa(proxyPort), time.Second); err == nil {
+		c.Close()
+		t.Errorf("the namespace's proxy port answers on the host's loopback")
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
