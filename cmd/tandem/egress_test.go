@@ -58,7 +58,7 @@ func egressConfig(ws string, targets map[string]string, extra string) string {
 }
 
 // connectTo opens a session on target and returns it.
-func connectTo(t *testing.T, srv *tandemProc, target, name string) sess {
+func connectTo(t testing.TB, srv *tandemProc, target, name string) sess {
 	t.Helper()
 	r := mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": name, "target": target}))
 	return sess{srv, name, str(r["sessionToken"])}
