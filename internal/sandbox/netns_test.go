@@ -5,8 +5,11 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -114,3 +117,42 @@ func TestMainNamespace(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestMainNamespaceUnprivileged runs TestMainNamespace again as an
+// unprivileged user (a copy of this test binary, run as nobody), where the
+// launcher needs a user namespace of its own to own its network namespace
+// and keeps CAP_NET_ADMIN across its exec only to bring lo up.
+func TestMainNamespaceUnprivileged(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("already unprivileged: TestMainNamespace is this test")
+	}
+	if err := (Policy{}).Supported(); err != nil {
+		testenv.Missing(t, "%v", err)
+	}
+	dir := t.TempDir()
+	bin, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyPath := filepath.Join(dir, "sandbox.test")
+	if err := os.WriteFile(copyPath, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for d := dir; d != filepath.Dir(d) && d != os.TempDir(); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o777); err != nil || os.Chmod(tmp, 0o777) != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(copyPath, "-test.run=^TestMainNamespace$", "-test.count=1", "-test.v")
+	cmd.Dir = tmp
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + tmp, "HOME=" + tmp}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestMainNamespace") {
+		t.Fatalf("as nobody: %v\n%s", err, out)
+	}
+}
