@@ -131,6 +131,18 @@ func TestSandboxCheck(t *testing.T) {
 			t.Errorf("tandem sandbox lacks %q:\n%s", want, out)
 		}
 	}
+	// Where namespaces are refused (here: turned off), the fallback and why.
+	cmd := exec.Command(binary, "sandbox")
+	cmd.Env = append(os.Environ(), "TANDEM_NETNS=off")
+	fb, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("tandem sandbox with TANDEM_NETNS=off: %v\n%s", err, fb)
+	}
+	for _, want := range []string{"network:      seccomp", "no network namespace: network namespaces are turned off", "udp:          denied: a seccomp filter"} {
+		if !strings.Contains(string(fb), want) {
+			t.Errorf("tandem sandbox with TANDEM_NETNS=off lacks %q:\n%s", want, fb)
+		}
+	}
 	refused := sandboxReport(sandbox.Enforcement{TCP: "not enforceable"}, sandbox.ErrUnsupported, fmt.Errorf("%w: no user_notif", execguard.ErrUnavailable))
 	for _, want := range []string{"refused on this kernel", "sandbox: none", "exec judging: not available: kernel cannot judge execs: no user_notif"} {
 		if !strings.Contains(refused, want) {

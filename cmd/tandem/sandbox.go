@@ -24,7 +24,7 @@ func sandboxCmd(stdout io.Writer) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			err := (sandbox.Policy{Network: network}).Supported()
-			report := sandboxReport(describeSandbox(cmd.Context(), network), err, execguard.Available())
+			report := sandboxReport(describeSandbox(cmd.Context(), network, os.Getenv("TANDEM_NETNS") == "off"), err, execguard.Available())
 			if _, werr := io.WriteString(stdout, report); werr != nil {
 				return werr
 			}
@@ -40,10 +40,15 @@ func sandboxCmd(stdout io.Writer) *cobra.Command {
 
 // describeSandbox is what a sandboxed session would get here: with the
 // network off, a network namespace of its own if this host allows one
-// (probed with this binary as the launcher), else the fallback filter.
-func describeSandbox(ctx context.Context, network bool) sandbox.Enforcement {
+// (probed with this binary as the launcher) and noNetNS (TANDEM_NETNS=off,
+// as tandem serve reads it) does not turn them off, else the fallback
+// filter.
+func describeSandbox(ctx context.Context, network, noNetNS bool) sandbox.Enforcement {
 	if network {
 		return sandbox.Describe(sandbox.NetHost)
+	}
+	if noNetNS {
+		return sandbox.Describe(sandbox.NetSeccomp).Fallback("network namespaces are turned off for this tandem (TANDEM_NETNS=off)")
 	}
 	self, err := os.Executable()
 	if err == nil {
