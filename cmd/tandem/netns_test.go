@@ -372,6 +372,13 @@ func TestNetworkContainment(t *testing.T) {
 				env = []string{"TANDEM_NETNS=off"}
 			}
 			srv := startServer(t, serverOpts{dir: ws, config: cfg, env: env})
+			defer func() {
+				// The fallback is said once in tandem's log, at start.
+				const warning = "sandboxed local sessions get no network namespace of their own"
+				if n, want := strings.Count(srv.log(), warning), map[bool]int{true: 0, false: 1}[namespace]; n != want {
+					t.Errorf("the log says %d times that sessions get no namespace, want %d", n, want)
+				}
+			}()
 			for _, target := range []string{"off", "allowed"} {
 				t.Run(target, func(t *testing.T) {
 					r := mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": target, "target": target}))

@@ -1,8 +1,11 @@
 // Package egress is tandem's egress proxy: the only way out to the
 // network for a sandboxed local session with a network allowlist. Each
-// such session gets a loopback port of its own on the one proxy of the
-// tandem process; Landlock lets the session connect to that port and no
-// other, and its environment points HTTP_PROXY and friends at it. The
+// such session gets a port of its own on the one proxy of the tandem
+// process: on a listener its sandbox made on the loopback of the
+// session's own network namespace (Serve), or, where there is none, on
+// the host's loopback (Listen), which Landlock lets the session connect to
+// and no other. Its environment points HTTP_PROXY and friends at it; the
+// proxy's own connections leave from tandem's network. The
 // proxy speaks HTTP CONNECT and plain HTTP, judges every host and port
 // against the session's allowlist, checks the address it resolves to as
 // well as the name, never reaches tandem's own ports, and reports every

@@ -1,10 +1,21 @@
-// Package sandbox confines a program with Landlock before it runs.
+// Package sandbox confines a program with Landlock, and keeps it off the
+// network, before it runs.
 //
 // Landlock restricts the calling process and everything it later starts,
 // and it cannot be lifted. tandem must stay unrestricted, so it confines a
 // shell by re-executing its own binary as a tiny launcher ("tandem
 // __sandbox ..."), which applies the policy to itself and then execs the
 // shell. Command builds that re-exec; Main is the launcher.
+//
+// The network is kept by removing it rather than by filtering calls: with
+// the network off, Command clones the launcher into a network namespace of
+// its own (netns.go), whose only interface is its loopback; the launcher
+// brings that up and, for a session with an allowlist, listens there on
+// the egress proxy's port and hands the listener to tandem. Landlock's TCP
+// rules stay as a second layer. Where a host refuses namespaces, a seccomp
+// filter (netfilter.go) refuses what those rules do not see: other socket
+// protocols, TCP Fast Open, listen, io_uring. It does not know what tandem
+// serves on the proxy's port, nor who decides the policy.
 package sandbox
 
 import (
@@ -43,8 +54,9 @@ type Policy struct {
 	// ReadOnly lists absolute paths the program may read and execute.
 	// Paths that do not exist are skipped: there is nothing to read.
 	ReadOnly []string `json:"ro,omitempty"`
-	// Network allows TCP bind and connect. When false, both are denied for
-	// every port (and, on kernels with Landlock ABI 10+, UDP as well).
+	// Network allows TCP bind and connect. When false, Landlock denies
+	// both for every port (and, on kernels with Landlock ABI 10+, UDP as
+	// well); Namespace or NetFilter then keeps the rest of the network.
 	Network bool `json:"net,omitempty"`
 	// ConnectPorts, with Network false, are TCP ports the program may
 	// still connect to: the session's port on tandem's egress proxy.

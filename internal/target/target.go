@@ -106,6 +106,26 @@ type Resolver struct {
 // namespaces.
 const probeTimeout = 10 * time.Second
 
+// CheckNetwork finds out, once, whether sandboxed local sessions can have
+// network namespaces here, and logs it if they cannot; a config with no
+// sandboxed local target without network: true needs none and skips it.
+// Named does it on first use otherwise.
+func (r *Resolver) CheckNetwork() {
+	var all []config.Target
+	if r.Config != nil {
+		all = append(all, r.Config.Targets...)
+		for _, tn := range r.Config.Tenants {
+			all = append(all, tn.Targets...)
+		}
+	}
+	for _, t := range all {
+		if t.Kind == "local" && t.Sandbox != "none" && !t.Network.On {
+			r.netFallback()
+			return
+		}
+	}
+}
+
 // netFallback says why sandboxed local sessions run under the fallback
 // filter instead of a network namespace, or "" if they get one. The host
 // is probed once (a few milliseconds); a refusal is logged once.

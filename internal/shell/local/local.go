@@ -1,6 +1,8 @@
 // Package local is the shell backend for local targets: an interactive
 // shell on the server itself, in a PTY, confined by the sandbox package
-// (Landlock) to its workspace unless the target opts out.
+// (Landlock) to its workspace, and kept off the network by a network
+// namespace of its own (or the sandbox's fallback filter), unless the
+// target opts out.
 package local
 
 import (
@@ -40,9 +42,10 @@ type Options struct {
 	// an absolute path to an existing directory; empty is an error.
 	Workspace string
 
-	// Network lets a sandboxed shell bind and connect TCP sockets (and UDP
-	// ones on kernels with Landlock ABI 10+). The zero value denies that
-	// for every port. Ignored when NoSandbox is set.
+	// Network gives a sandboxed shell the host's network: no namespace,
+	// no filter, no Landlock TCP rules. The zero value gives it a network
+	// namespace of its own (or the fallback filter, NoNetNamespace).
+	// Ignored when NoSandbox is set.
 	Network bool
 
 	// NoSandbox runs the shell without Landlock, with tandem's own access
