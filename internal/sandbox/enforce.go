@@ -48,7 +48,7 @@ func (e Enforcement) Proxied() Enforcement {
 	case e.Network == string(NetNamespace):
 		e.TCP = "only to the session's egress proxy, on a port of the session's own loopback (its network namespace has no other way out); the proxy lets through the hosts of the target's network.allow"
 	case e.LandlockABI >= minNetABI:
-		e.TCP = "connect to one port only: the session's port on tandem's egress proxy, which lets through the hosts of the target's network.allow (Landlock allows the port on any address of this host's loopback); no bind, no listen"
+		e.TCP = "connect to one port only: the session's port on tandem's egress proxy, which lets through the hosts of the target's network.allow (Landlock allows the port on any address); no bind, no listen"
 	}
 	e.NotEnforced = append(e.NotEnforced, "a host the allowlist lets through can carry anything (a tool that tunnels over an allowed host)")
 	return e
