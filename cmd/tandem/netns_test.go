@@ -116,6 +116,22 @@ def io_uring():
         raise OSError(e, os.strerror(e))
     os.close(fd)
 
+def setns_then_udp(pid, h, p):
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open("/proc/%d/ns/net" % pid, os.O_RDONLY)
+    try:
+        if libc.setns(fd, 0x40000000) != 0:  # CLONE_NEWNET
+            e = ctypes.get_errno()
+            raise OSError(e, os.strerror(e))
+    finally:
+        os.close(fd)
+    udp(h, p)
+
+def tandem_pid():
+    bash = os.getppid()
+    with open("/proc/%d/stat" % bash) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
 def listen_mode(path):
     socks, out = [], {}
     def add(name, f, addr, proto, bind):
@@ -162,6 +178,9 @@ for h in ["127.0.0.1", "127.0.0.2"]:
 attempt("packet socket", packet)
 attempt("abstract unix", lambda: abstract(cfg["abstract"]))
 attempt("io_uring_setup", io_uring)
+h, p = cfg["udp"][0]
+attempt("setns into pid 1's network namespace", lambda: setns_then_udp(1, h, p))
+attempt("setns into tandem's network namespace", lambda: setns_then_udp(tandem_pid(), h, p))
 print(json.dumps(res))
 `
 
@@ -342,7 +361,8 @@ func (n *netTrap) caught(marker string) []string {
 // TestNetworkContainment: from a session with network: false and from
 // one with an allowlist, a hostile program tries every way out we know
 // of (plain TCP, MPTCP, SCTP, TCP Fast Open both ways, UDP, a DNS query,
-// raw, ping and packet sockets, an abstract UNIX socket, io_uring) toward
+// raw, ping and packet sockets, an abstract UNIX socket, io_uring, setns
+// into the host's namespace through /proc) toward
 // listeners of the test on 127.0.0.1, 127.0.0.2 and ::1. Nothing arrives;
 // what it makes listen is not reachable from the host; the allowlisted
 // session still downloads through its proxy. It runs with a network
