@@ -129,6 +129,11 @@ func TestMainNamespaceUnprivileged(t *testing.T) {
 	if err := (Policy{}).Supported(); err != nil {
 		testenv.Missing(t, "%v", err)
 	}
+	for _, knob := range []string{"/proc/sys/user/max_user_namespaces", "/proc/sys/kernel/unprivileged_userns_clone"} {
+		if b, err := os.ReadFile(knob); err == nil && strings.TrimSpace(string(b)) == "0" {
+			testenv.Missing(t, "unprivileged user namespaces are off here (%s is 0)", knob)
+		}
+	}
 	dir := t.TempDir()
 	bin, err := os.ReadFile(self)
 	if err != nil {
