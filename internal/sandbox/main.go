@@ -36,6 +36,9 @@ func Main(args []string) int {
 		if err := upLoopback(); err != nil {
 			return fail(exitRefused, err)
 		}
+		if err := onlyLoopback(); err != nil {
+			return fail(exitRefused, err)
+		}
 		return 0
 	}
 	p, argv, err := parseArgs(args)
@@ -91,6 +94,12 @@ func isolateNetwork(p Policy) error {
 		return nil
 	}
 	if err := upLoopback(); err != nil {
+		return err
+	}
+	// The namespace must be a fresh one: a launcher started without
+	// Command's clone flags would otherwise bind the proxy's port on the
+	// host's loopback and run the shell on the host's network.
+	if err := onlyLoopback(); err != nil {
 		return err
 	}
 	if p.ProxyFD != 0 {

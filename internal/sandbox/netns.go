@@ -106,6 +106,23 @@ func upLoopback() error {
 	return nil
 }
 
+// onlyLoopback checks that the launcher's network namespace has no
+// address but loopback ones: that it is not the host's. (A fresh
+// namespace may hold the fallback devices of tunnel modules, sit0 or
+// tunl0, which are down and have none.)
+func onlyLoopback() error {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return fmt.Errorf("network namespace: list addresses: %w", err)
+	}
+	for _, a := range addrs {
+		if ip, ok := a.(*net.IPNet); !ok || !ip.IP.IsLoopback() {
+			return fmt.Errorf("network namespace: %v is not a loopback address: the launcher is not in a namespace of its own", a)
+		}
+	}
+	return nil
+}
+
 // listenProxy binds and listens on 127.0.0.1:port of the launcher's
 // namespace: the session's port on tandem's egress proxy. It runs before
 // Landlock, which would deny the bind.

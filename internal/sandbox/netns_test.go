@@ -116,6 +116,37 @@ func TestMainNamespace(t *testing.T) {
 	}
 }
 
+// TestMainRefusesTheHostNamespace: a launcher told it has a namespace
+// of its own that was not cloned into one refuses to run the program
+// rather than bind the proxy's port on the host's loopback.
+func TestMainRefusesTheHostNamespace(t *testing.T) {
+	if err := (Policy{}).Supported(); err != nil {
+		testenv.Missing(t, "%v", err)
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonLoopback := false
+	for _, a := range addrs {
+		if ip, ok := a.(*net.IPNet); ok && !ip.IP.IsLoopback() {
+			nonLoopback = true
+		}
+	}
+	if !nonLoopback {
+		t.Skip("this host has loopback addresses only: the launcher cannot tell it from a namespace")
+	}
+	cmd, err := Command(self, Policy{ReadOnly: DefaultReadOnly(), Namespace: true}, []string{"true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.SysProcAttr = nil // as a caller that dropped Command's clone flags
+	out, err := cmd.CombinedOutput()
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != exitRefused || !strings.Contains(string(out), "not in a namespace of its own") {
+		t.Fatalf("exit %v, %v: %s", cmd.ProcessState, err, out)
+	}
+}
+
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // TestMainNamespaceUnprivileged runs TestMainNamespace again as an
