@@ -58,6 +58,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'BenchmarkShell' ./internal/shell/
 	$(GO) test -run '^$$' -bench 'BenchmarkProxy' -benchtime 1x ./internal/egress/
 	$(GO) test -run '^$$' -bench 'BenchmarkRedactReply' -benchtime 1x ./cmd/tandem/
+	$(GO) test -run '^$$' -bench 'BenchmarkNetNamespace' -benchtime 1x ./cmd/tandem/
 	$(GO) test -run '^$$' -bench 'BenchmarkRedactSeq|BenchmarkManyLiterals' ./internal/redact/
 
 fuzz:

@@ -125,10 +125,22 @@ func TestSandboxCheck(t *testing.T) {
 	if err != nil {
 		testenv.Missing(t, "Landlock is not available here (tandem sandbox: %v)\n%s", err, out)
 	}
-	abi := sandbox.Describe(false).LandlockABI
-	for _, want := range []string{fmt.Sprintf("Landlock ABI %d: sandboxed local sessions can run", abi), "tcp:          denied", "not enforced:", "exec judging: available"} {
+	abi := sandbox.Describe(sandbox.NetNamespace).LandlockABI
+	for _, want := range []string{fmt.Sprintf("Landlock ABI %d: sandboxed local sessions can run", abi), "network:      namespace", "tcp:          no way out", "not enforced:", "exec judging: available"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("tandem sandbox lacks %q:\n%s", want, out)
+		}
+	}
+	// Where namespaces are refused (here: turned off), the fallback and why.
+	cmd := exec.Command(binary, "sandbox")
+	cmd.Env = append(os.Environ(), "TANDEM_NETNS=off")
+	fb, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("tandem sandbox with TANDEM_NETNS=off: %v\n%s", err, fb)
+	}
+	for _, want := range []string{"network:      seccomp", "no network namespace: network namespaces are turned off", "udp:          denied: a seccomp filter"} {
+		if !strings.Contains(string(fb), want) {
+			t.Errorf("tandem sandbox with TANDEM_NETNS=off lacks %q:\n%s", want, fb)
 		}
 	}
 	refused := sandboxReport(sandbox.Enforcement{TCP: "not enforceable"}, sandbox.ErrUnsupported, fmt.Errorf("%w: no user_notif", execguard.ErrUnavailable))

@@ -58,7 +58,7 @@ func egressConfig(ws string, targets map[string]string, extra string) string {
 }
 
 // connectTo opens a session on target and returns it.
-func connectTo(t *testing.T, srv *tandemProc, target, name string) sess {
+func connectTo(t testing.TB, srv *tandemProc, target, name string) sess {
 	t.Helper()
 	r := mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": name, "target": target}))
 	return sess{srv, name, str(r["sessionToken"])}
@@ -70,8 +70,17 @@ func connectTo(t *testing.T, srv *tandemProc, target, name string) sess {
 // connection past the proxy, not tandem's own web port or forward
 // upstream, not another session's proxy port, and not a listed name that
 // resolves to a loopback address no address rule lists. Every decision
-// is in the audit log.
+// is in the audit log. It runs with each session in a network namespace
+// of its own (the proxy's port is on the session's own loopback, out of
+// the host's reach), and with namespaces off (TANDEM_NETNS=off: the port
+// is on the host's loopback, the fallback filter holds).
 func TestEgressAllowlist(t *testing.T) {
+	for _, mode := range []string{"namespace", "fallback"} {
+		t.Run(mode, func(t *testing.T) { testEgressAllowlist(t, mode == "namespace") })
+	}
+}
+
+func testEgressAllowlist(t *testing.T, namespace bool) {
 	tlsPort, certFile := tlsServer(t, "good.test", "other.test", "rebind.test")
 	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "plain hello") }))
 	t.Cleanup(plain.Close)
@@ -94,7 +103,11 @@ func TestEgressAllowlist(t *testing.T) {
 		// All of loopback: tandem's own ports must stay out of reach anyway.
 		"loopback": `{allow: ["127.0.0.0/8", "[::1]"]}`,
 	}, fmt.Sprintf("allowAdHoc: false\npolicy:\n  mode: allow\n  rules: [{command: never-run-this, decision: forward}]\n  forward: {url: http://127.0.0.1:%d/api/approvals, token: x}\n", upstreamPort))
-	srv := startServer(t, serverOpts{dir: ws, config: cfg})
+	var env []string
+	if !namespace {
+		env = []string{"TANDEM_NETNS=off"}
+	}
+	srv := startServer(t, serverOpts{dir: ws, config: cfg, env: env})
 	a := connectTo(t, srv, "listed", "a")
 	b := connectTo(t, srv, "loopback", "b")
 
@@ -111,13 +124,26 @@ func TestEgressAllowlist(t *testing.T) {
 		t.Fatalf("proxy ports: a %q, b %q", aProxy, bProxy)
 	}
 
-	// Another user's process can reach the loopback port too, but not
-	// use it: the credential is in the session's HTTP_PROXY only.
+	// Without a namespace, another user's process can reach the loopback
+	// port too, but not use it: the credential is in the session's
+	// HTTP_PROXY only. With one, the port is not on the host at all.
 	outside := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: "127.0.0.1:" + aProxy})}}
-	if resp, err := outside.Get("http://plain.test:" + strconv.Itoa(plainPort) + "/"); err != nil || resp.StatusCode != http.StatusProxyAuthRequired {
-		t.Errorf("a client without the session's credential: %v %v", resp, err)
-	} else {
+	resp, err := outside.Get("http://plain.test:" + strconv.Itoa(plainPort) + "/")
+	switch {
+	case namespace && err == nil:
 		resp.Body.Close()
+		t.Errorf("the session's proxy port answered on the host's loopback: %v", resp.Status)
+	case !namespace && (err != nil || resp.StatusCode != http.StatusProxyAuthRequired):
+		t.Errorf("a client without the session's credential: %v %v", resp, err)
+	case err == nil:
+		resp.Body.Close()
+	}
+	// A proxy port's number, as the host's: with namespaces nothing of
+	// tandem's listens there (connection refused through the proxy, 502);
+	// without, the proxy refuses its own ports (403).
+	ownPort, bRefused, aRefused, wantRefused := "403", "127.0.0.1:"+bProxy, "127.0.0.1:"+aProxy, 7
+	if namespace {
+		ownPort, bRefused, aRefused, wantRefused = "502", "", "", 5
 	}
 
 	curl := "curl -sS --max-time 20 --cacert ca.pem "
@@ -138,8 +164,8 @@ func TestEgressAllowlist(t *testing.T) {
 		{"curl told to skip the proxy", a, curl + "--noproxy '*' https://good.test:" + strconv.Itoa(tlsPort) + "/", "", "", "resolve"},
 		{"tandem's web port", b, curl + "-f http://127.0.0.1:" + webPort + "/", "", "127.0.0.1:" + webPort, "403"},
 		{"the forward upstream", b, curl + "-f http://127.0.0.1:" + strconv.Itoa(upstreamPort) + "/", "", "127.0.0.1:" + strconv.Itoa(upstreamPort), "403"},
-		{"its own proxy port", b, curl + "-f http://127.0.0.1:" + bProxy + "/", "", "127.0.0.1:" + bProxy, "403"},
-		{"another session's proxy port", b, curl + "-f http://127.0.0.1:" + aProxy + "/", "", "127.0.0.1:" + aProxy, "403"},
+		{"its own proxy port", b, curl + "-f http://127.0.0.1:" + bProxy + "/", "", bRefused, ownPort},
+		{"another session's proxy port", b, curl + "-f http://127.0.0.1:" + aProxy + "/", "", aRefused, ownPort},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -187,8 +213,8 @@ func TestEgressAllowlist(t *testing.T) {
 			decisions[r.Outcome]++
 		}
 	}
-	if decisions["allowed"] < 2 || decisions["refused"] < 7 {
-		t.Errorf("audited network decisions %v; want 2 allowed and 7 refused at least:\n%s", decisions, out)
+	if decisions["allowed"] < 2 || decisions["refused"] < wantRefused {
+		t.Errorf("audited network decisions %v; want 2 allowed and %d refused at least:\n%s", decisions, wantRefused, out)
 	}
 
 	// Each command's durable row lists the connections its programs asked for.

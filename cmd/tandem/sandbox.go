@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -22,7 +24,7 @@ func sandboxCmd(stdout io.Writer) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			err := (sandbox.Policy{Network: network}).Supported()
-			report := sandboxReport(sandbox.Describe(network), err, execguard.Available())
+			report := sandboxReport(describeSandbox(cmd.Context(), network, os.Getenv("TANDEM_NETNS") == "off"), err, execguard.Available())
 			if _, werr := io.WriteString(stdout, report); werr != nil {
 				return werr
 			}
@@ -36,6 +38,28 @@ func sandboxCmd(stdout io.Writer) *cobra.Command {
 	return c
 }
 
+// describeSandbox is what a sandboxed session would get here: with the
+// network off, a network namespace of its own if this host allows one
+// (probed with this binary as the launcher) and noNetNS (TANDEM_NETNS=off,
+// as tandem serve reads it) does not turn them off, else the fallback
+// filter.
+func describeSandbox(ctx context.Context, network, noNetNS bool) sandbox.Enforcement {
+	if network {
+		return sandbox.Describe(sandbox.NetHost)
+	}
+	if noNetNS {
+		return sandbox.Describe(sandbox.NetSeccomp).Fallback("network namespaces are turned off for this tandem (TANDEM_NETNS=off)")
+	}
+	self, err := os.Executable()
+	if err == nil {
+		err = sandbox.ProbeNamespace(ctx, self)
+	}
+	if err != nil {
+		return sandbox.Describe(sandbox.NetSeccomp).Fallback(err.Error())
+	}
+	return sandbox.Describe(sandbox.NetNamespace)
+}
+
 // sandboxReport is what `tandem sandbox` prints: the verdict first, then
 // what is and is not enforced, and whether programs are judged as they
 // start (execErr nil) or not.
@@ -46,6 +70,10 @@ func sandboxReport(e sandbox.Enforcement, refused, execErr error) string {
 		b.WriteString("fix: boot a kernel with Landlock enabled (lsm=...,landlock), or set sandbox: none on the target knowingly\n")
 	} else {
 		fmt.Fprintf(&b, "Landlock ABI %d: sandboxed local sessions can run\n", e.LandlockABI)
+	}
+	fmt.Fprintf(&b, "  network:      %s\n", e.Network)
+	if e.NetworkNote != "" {
+		fmt.Fprintf(&b, "                %s\n", e.NetworkNote)
 	}
 	fmt.Fprintf(&b, "  filesystem:   %s\n  tcp:          %s\n  udp:          %s\n  unix sockets: %s\n  signals:      %s\n",
 		e.Filesystem, e.TCP, e.UDP, e.UnixSockets, e.Signals)

@@ -76,7 +76,9 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	}
 	o := server.Options{ConfigPath: f.config, Workspace: f.workspace, Web: f.web, DataDir: f.dataDir, Store: f.store,
 		Grace: f.grace, HTTP: f.http, TLSCert: f.tlsCert, TLSKey: f.tlsKey, InsecureHTTP: f.insecure,
-		Advertise: f.advertise, Version: version, Logger: log}
+		Advertise: f.advertise, Version: version, Logger: log,
+		// Where namespaces misbehave, and for tests of the fallback.
+		NoNetNamespace: os.Getenv("TANDEM_NETNS") == "off"}
 	if f.logFormat != "json" { // stderr may carry lines that are not log records
 		o.Plain, o.SignInLink = stderr, isTerminal(stderr)
 	}

@@ -882,6 +882,13 @@ func secureURL(s string) bool {
 // be this machine; tandem cannot tell), or ad-hoc SSH hosts. Such a
 // session could take a loopback port first and receive what is sent to
 // it, so a plain-http loopback upstream proves nothing of who answers.
+//
+// A sandboxed local session without network: true cannot: it runs in a
+// network namespace of its own, so what it listens on is on its own
+// loopback, not this machine's; where the host refuses namespaces, the
+// sandbox's fallback seccomp filter refuses listen(2) and every socket
+// but TCP, and Landlock refuses TCP bind (TestNetworkContainment tries
+// both, listen without bind and MPTCP included).
 func (c *Config) loopbackSquatter() string {
 	all := append([]Target(nil), c.Targets...)
 	for _, tn := range c.Tenants {
@@ -942,7 +949,8 @@ func validatePolicy(key string, p *Policy, base, home, squat string, bad func(ke
 			// The upstream gets the operator token and decides: whoever
 			// listens there first would approve its own commands.
 			bad(key+".forward.url", "plain http on loopback (%q) proves nothing of who answers, and %s: a session could listen on that port first, "+
-				"receive the upstream's token and approve its own commands. Use an https:// upstream (caFile for a private CA), or give no target network access", f.URL, squat)
+				"receive the upstream's token and approve its own commands. Use an https:// upstream (caFile for a private CA), or give no target network access "+
+				"(a sandboxed local session without network: true cannot listen on this machine's loopback)", f.URL, squat)
 		}
 		if f.CAFile != "" {
 			f.CAFile = resolve(f.CAFile, base, home)

@@ -249,6 +249,8 @@ func TestForwardLoopbackSquat(t *testing.T) {
 	const fwd = "policy: {mode: forward, forward: {url: 'http://127.0.0.1:7777/api/approvals', token: t}}\n"
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"sandboxed, no network, no ad hoc", "allowAdHoc: false\ntargets: [{name: w, kind: local, workspace: .}]\n" + fwd, ""},
+		// Its own network namespace (or the fallback filter): it cannot listen here.
+		{"sandboxed with an allowlist", "allowAdHoc: false\ntargets: [{name: w, kind: local, workspace: ., network: {allow: [example.com]}}]\n" + fwd, ""},
 		{"https with a network target", "targets: [{name: w, kind: local, workspace: ., network: true}]\n" +
 			"policy: {mode: forward, forward: {url: 'https://127.0.0.1:7777/api/approvals', token: t}}\n", ""},
 		{"network: true", "allowAdHoc: false\ntargets: [{name: w, kind: local, workspace: ., network: true}]\n" + fwd,

@@ -677,3 +677,57 @@ func TestProxyCopy(t *testing.T) {
 		t.Errorf("the large buffer was not given back")
 	}
 }
+
+// TestProxyServesAHandedListener: a session's place made with Prepare is
+// served on a listener handed to it (the one its sandbox made in the
+// session's network namespace; here one on loopback): the session's
+// programs get through it as through Open's port, and Close ends it. Such
+// a port is not one of the proxy's own: it is not on the host.
+func TestProxyServesAHandedListener(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "handed") }))
+	t.Cleanup(srv.Close)
+	a, err := ParseAllow([]string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New(Options{})
+	l, err := p.Prepare(Session{Name: "ns", Allow: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	if l.Port() != 0 {
+		t.Fatalf("a prepared place has port %d before it is served", l.Port())
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Serve(ln); err != nil {
+		t.Fatal(err)
+	}
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	if l.Port() != port || p.protected(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port)) {
+		t.Errorf("port %d (want %d), counted among the proxy's own: %v", l.Port(), port, p.protected(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port)))
+	}
+	again, _ := net.Listen("tcp", "127.0.0.1:0")
+	if err := l.Serve(again); err == nil {
+		t.Error("a second listener was served too")
+	}
+	u, _ := url.Parse(l.URL())
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(u), DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "handed" {
+		t.Fatalf("through the handed listener: %s %q", resp.Status, b)
+	}
+	_ = l.Close()
+	if c, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
+		c.Close()
+		t.Error("the handed listener still accepts after Close")
+	}
+}

@@ -1,8 +1,11 @@
 // Package egress is tandem's egress proxy: the only way out to the
 // network for a sandboxed local session with a network allowlist. Each
-// such session gets a loopback port of its own on the one proxy of the
-// tandem process; Landlock lets the session connect to that port and no
-// other, and its environment points HTTP_PROXY and friends at it. The
+// such session gets a port of its own on the one proxy of the tandem
+// process: on a listener its sandbox made on the loopback of the
+// session's own network namespace (Serve), or, where there is none, on
+// the host's loopback (Listen), which Landlock lets the session connect to
+// and no other. Its environment points HTTP_PROXY and friends at it; the
+// proxy's own connections leave from tandem's network. The
 // proxy speaks HTTP CONNECT and plain HTTP, judges every host and port
 // against the session's allowlist, checks the address it resolves to as
 // well as the name, never reaches tandem's own ports, and reports every
@@ -164,8 +167,6 @@ func New(o Options) *Proxy {
 type Listener struct {
 	p      *Proxy
 	s      Session
-	ln     net.Listener
-	port   uint16
 	token  string
 	srv    *http.Server
 	tr     *http.Transport
@@ -173,11 +174,14 @@ type Listener struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	tunnel map[net.Conn]bool
-	closed bool
-	open   int // requests and tunnels being served (MaxOpen)
-	asking int // connections waiting for a human (MaxAsking)
+	mu       sync.Mutex
+	ln       net.Listener // nil until Serve or Listen
+	port     uint16
+	hostPort bool // port is on the host's loopback (Listen)
+	tunnel   map[net.Conn]bool
+	closed   bool
+	open     int // requests and tunnels being served (MaxOpen)
+	asking   int // connections waiting for a human (MaxAsking)
 }
 
 // Limits a session's programs cannot go past, however many connections
@@ -211,21 +215,30 @@ func (l *Listener) give(n *int) {
 	l.mu.Unlock()
 }
 
-// Open starts a loopback port for session s. Close it when the session
-// ends.
+// Open starts a port on the host's loopback for session s: Prepare, then
+// Listen. Close it when the session ends.
 func (p *Proxy) Open(s Session) (*Listener, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := p.Prepare(s)
 	if err != nil {
-		return nil, fmt.Errorf("egress proxy: listen: %w", err)
+		return nil, err
 	}
-	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	if _, err := l.Listen(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Prepare makes session s's place on the proxy, with its credential, but
+// no port yet: Serve starts it on a listener the session's sandbox made
+// (inside its network namespace, where nothing else can reach it), Listen
+// on a port of the host's loopback. Close it when the session ends.
+func (p *Proxy) Prepare(s Session) (*Listener, error) {
 	var tb [16]byte
 	if _, err := rand.Read(tb[:]); err != nil {
-		_ = ln.Close()
 		return nil, fmt.Errorf("egress proxy: token: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &Listener{p: p, s: s, ln: ln, port: port, token: hex.EncodeToString(tb[:]), ctx: ctx, cancel: cancel, tunnel: map[net.Conn]bool{}}
+	l := &Listener{p: p, s: s, token: hex.EncodeToString(tb[:]), ctx: ctx, cancel: cancel, tunnel: map[net.Conn]bool{}}
 	l.tr = &http.Transport{
 		DialContext: l.dialPlain,
 		// Each plain-HTTP request gets a connection of its own, judged and
@@ -241,19 +254,72 @@ func (p *Proxy) Open(s Session) (*Listener, error) {
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
-	p.mu.Lock()
-	p.ports[port] = true
-	p.mu.Unlock()
+	return l, nil
+}
+
+// Listen serves the session on a new port of the host's loopback and
+// returns it: for a sandbox that cannot make the listener itself (no
+// network namespace), whose Landlock rules then allow that port only. The
+// port is the proxy's own: no session reaches it through the proxy.
+func (l *Listener) Listen() (uint16, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("egress proxy: listen: %w", err)
+	}
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	l.p.mu.Lock()
+	l.p.ports[port] = true
+	l.p.mu.Unlock()
+	if err := l.serve(ln, port, true); err != nil {
+		return 0, err
+	}
+	return port, nil
+}
+
+// Serve serves the session on ln, a listener made in the session's own
+// network namespace and handed to tandem: only the session reaches it,
+// and the proxy's dials still leave from tandem's namespace. It returns
+// at once; Close stops it.
+func (l *Listener) Serve(ln net.Listener) error {
+	a, ok := ln.Addr().(*net.TCPAddr)
+	if !ok {
+		_ = ln.Close()
+		return fmt.Errorf("egress proxy: serve: %v is not a TCP listener", ln.Addr())
+	}
+	return l.serve(ln, uint16(a.Port), false)
+}
+
+// serve starts serving ln once; host says whether its port is on the
+// host's loopback (and so one of the proxy's own ports).
+func (l *Listener) serve(ln net.Listener, port uint16, host bool) error {
+	l.mu.Lock()
+	if l.closed || l.ln != nil {
+		l.mu.Unlock()
+		_ = ln.Close()
+		if host {
+			l.p.mu.Lock()
+			delete(l.p.ports, port)
+			l.p.mu.Unlock()
+		}
+		return errors.New("egress proxy: the session's port is closed or already served")
+	}
+	l.ln, l.port, l.hostPort = ln, port, host
 	l.wg.Add(1)
+	l.mu.Unlock()
 	go func() {
 		defer l.wg.Done()
 		_ = l.srv.Serve(ln)
 	}()
-	return l, nil
+	return nil
 }
 
-// Port is the loopback port the session's programs connect to.
-func (l *Listener) Port() uint16 { return l.port }
+// Port is the loopback port the session's programs connect to, once
+// served (0 before).
+func (l *Listener) Port() uint16 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.port
+}
 
 // Token is the credential the session's programs present on the port
 // (Proxy-Authorization, user "tandem"): a process of another user on this
@@ -264,7 +330,7 @@ func (l *Listener) Token() string { return l.token }
 // URL is the proxy URL, credential included, for the session's
 // HTTP_PROXY and friends.
 func (l *Listener) URL() string {
-	return "http://" + proxyUser + ":" + l.token + "@127.0.0.1:" + strconv.Itoa(int(l.port))
+	return "http://" + proxyUser + ":" + l.token + "@127.0.0.1:" + strconv.Itoa(int(l.Port()))
 }
 
 // proxyUser is the user name of the session's credential.
@@ -300,14 +366,17 @@ func (l *Listener) Close() error {
 	for c := range l.tunnel {
 		_ = c.Close()
 	}
+	port, host := l.port, l.hostPort
 	l.mu.Unlock()
 	l.cancel()
 	err := l.srv.Close()
 	l.tr.CloseIdleConnections()
 	l.wg.Wait()
-	l.p.mu.Lock()
-	delete(l.p.ports, l.port)
-	l.p.mu.Unlock()
+	if host {
+		l.p.mu.Lock()
+		delete(l.p.ports, port)
+		l.p.mu.Unlock()
+	}
 	return err
 }
 

@@ -12,12 +12,13 @@ import (
 	"github.com/tandem-sh/tandem/internal/audit"
 	"github.com/tandem-sh/tandem/internal/egress"
 	"github.com/tandem-sh/tandem/internal/session"
+	"github.com/tandem-sh/tandem/internal/shell"
 )
 
-// EgressProxy opens a session's port on tandem's egress proxy;
-// *egress.Proxy implements it.
+// EgressProxy makes a session's place on tandem's egress proxy, which
+// the shell's backend then starts; *egress.Proxy implements it.
 type EgressProxy interface {
-	Open(s egress.Session) (*egress.Listener, error)
+	Prepare(s egress.Session) (*egress.Listener, error)
 }
 
 // networkTool names a connection through the egress proxy in approvals
@@ -32,7 +33,7 @@ func (s *Server) armEgress(c session.Caller, t *session.Target) {
 	if e == nil || s.deps.Egress == nil {
 		return // a session without a proxy is refused when it starts
 	}
-	e.Open = func(ctx context.Context, sess *session.Session) (uint16, string, func(), error) {
+	e.Open = func(ctx context.Context, sess *session.Session) (shell.LaunchProxy, func(), error) {
 		es := egress.Session{Name: sess.Name, Allow: e.Allow, Hosts: e.Hosts,
 			Report: func(conn egress.Conn) { s.noteConnection(c, sess, conn) }}
 		if e.Ask {
@@ -40,11 +41,11 @@ func (s *Server) armEgress(c session.Caller, t *session.Target) {
 				return s.askConnection(ctx, c, sess, host, port)
 			}
 		}
-		l, err := s.deps.Egress.Open(es)
+		l, err := s.deps.Egress.Prepare(es)
 		if err != nil {
-			return 0, "", nil, err
+			return nil, nil, err
 		}
-		return l.Port(), l.Token(), func() { _ = l.Close() }, nil
+		return l, func() { _ = l.Close() }, nil
 	}
 }
 

@@ -347,7 +347,7 @@ func TestConnectReportsSandbox(t *testing.T) {
 	c := f.client(t)
 	r := mcptest.MustOK(t, c.Call(t, "ssh_connect", map[string]any{"name": "sb"}))
 	got, _ := json.Marshal(r["sandbox"])
-	want, _ := json.Marshal(sandbox.Describe(false))
+	want, _ := json.Marshal(sandbox.Describe(sandbox.NetNamespace))
 	var wantMap any
 	_ = json.Unmarshal(want, &wantMap)
 	want, _ = json.Marshal(wantMap)
@@ -356,7 +356,7 @@ func TestConnectReportsSandbox(t *testing.T) {
 	}
 	var e sandbox.Enforcement
 	_ = json.Unmarshal(got, &e)
-	if e.LandlockABI < 4 || !strings.HasPrefix(e.TCP, "denied") || len(e.NotEnforced) == 0 {
+	if e.LandlockABI < 4 || e.Network != "namespace" || !strings.HasPrefix(e.TCP, "no way out") || len(e.NotEnforced) == 0 {
 		t.Fatalf("sandbox description: %+v", e)
 	}
 }

@@ -139,6 +139,8 @@ var connectionSchema = object("The session.", schema{
 var sandboxSchema = object("What confines a sandboxed local session on this kernel.", schema{
 	"landlockABI": typed("integer", "The kernel's Landlock ABI version."),
 	"filesystem":  typed("string", "What the session may read and write."),
+	"network":     typed("string", "What keeps the session off the network: namespace (a network namespace of its own), seccomp (a filter, where namespaces are refused) or host (network: true)."),
+	"networkNote": typed("string", "With seccomp: why the session has no network namespace."),
 	"tcp":         typed("string", "What TCP the session may use."),
 	"udp":         typed("string", "What UDP the session may use."),
 	"unixSockets": typed("string", "Which UNIX sockets the session may reach."),

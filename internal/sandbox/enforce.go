@@ -7,8 +7,14 @@ import "fmt"
 // the README lists the same, so nobody has to guess what "sandboxed" means
 // on their machine.
 type Enforcement struct {
-	LandlockABI int      `json:"landlockABI"`
-	Filesystem  string   `json:"filesystem"`
+	LandlockABI int    `json:"landlockABI"`
+	Filesystem  string `json:"filesystem"`
+	// Network names the layer that keeps the session off the network:
+	// "namespace", "seccomp" (the fallback where namespaces are refused)
+	// or "host" (network: true).
+	Network string `json:"network"`
+	// NetworkNote, with the fallback, says why there is no namespace.
+	NetworkNote string   `json:"networkNote,omitempty"`
 	TCP         string   `json:"tcp"`
 	UDP         string   `json:"udp"`
 	UnixSockets string   `json:"unixSockets"`
@@ -23,24 +29,35 @@ const (
 	minUDPABI      = 10 // UDP
 )
 
-// Describe reports what the kernel enforces for a policy with the given
-// network setting.
-func Describe(network bool) Enforcement {
-	return describe(kernelABI(), network)
+// Describe reports what the kernel enforces for a sandboxed session whose
+// network is kept by layer.
+func Describe(layer NetLayer) Enforcement {
+	return describe(kernelABI(), layer)
+}
+
+// Fallback is the description under the fallback filter, noting why
+// (the error of ProbeNamespace, or that it was turned off).
+func (e Enforcement) Fallback(why string) Enforcement {
+	e.NetworkNote = "no network namespace: " + why + "; a seccomp filter refuses what Landlock's TCP rules do not see instead"
+	return e
 }
 
 // Proxied says the session's TCP goes only to tandem's egress proxy.
 func (e Enforcement) Proxied() Enforcement {
-	if e.LandlockABI >= minNetABI {
-		e.TCP = "connect to one port only: the session's port on tandem's egress proxy, which lets through the hosts of the target's network.allow (Landlock allows the port on any address); no bind"
+	switch {
+	case e.Network == string(NetNamespace):
+		e.TCP = "only to the session's egress proxy, on a port of the session's own loopback (its network namespace has no other way out); the proxy lets through the hosts of the target's network.allow"
+	case e.LandlockABI >= minNetABI:
+		e.TCP = "connect to one port only: the session's port on tandem's egress proxy, which lets through the hosts of the target's network.allow (Landlock allows the port on any address); no bind, no listen"
 	}
 	e.NotEnforced = append(e.NotEnforced, "a host the allowlist lets through can carry anything (a tool that tunnels over an allowed host)")
 	return e
 }
 
-func describe(abi int, network bool) Enforcement {
+func describe(abi int, layer NetLayer) Enforcement {
 	e := Enforcement{
 		LandlockABI: abi,
+		Network:     string(layer),
 		Filesystem:  "read-write in the workspace and the session's private TMPDIR only; read-only system directories (/usr, /etc, /opt, /var without /var/tmp, /proc, /sys, /run without /run/user); nothing else, /tmp, /home and tandem's data dir included",
 		NotEnforced: []string{
 			"reading files that a granted system directory holds and the user may read (e.g. /etc, /proc of the same user's processes)",
@@ -49,27 +66,29 @@ func describe(abi int, network bool) Enforcement {
 		},
 	}
 	switch {
-	case network:
+	case layer == NetHost:
 		e.TCP = "allowed (the target sets network: true)"
-	case abi >= minNetABI:
-		e.TCP = "denied: no TCP bind or connect"
-	default:
-		e.TCP = fmt.Sprintf("not enforceable with Landlock ABI %d: sandboxed sessions are refused", abi)
-	}
-	switch {
-	case network:
 		e.UDP = "allowed (the target sets network: true)"
-	case abi >= minUDPABI:
-		e.UDP = "denied"
+	case abi < minNetABI:
+		e.TCP = fmt.Sprintf("not enforceable with Landlock ABI %d: sandboxed sessions are refused", abi)
+		e.UDP = e.TCP
+	case layer == NetNamespace:
+		e.TCP = "no way out: the session's network namespace has only its own loopback, and Landlock denies TCP bind and connect there too"
+		e.UDP = "no way out: the session's network namespace has only its own loopback (UDP, DNS, raw sockets, MPTCP and Fast Open included)"
 	default:
-		e.UDP = fmt.Sprintf("not restricted (Landlock ABI %d < %d)", abi, minUDPABI)
-		e.NotEnforced = append(e.NotEnforced, "UDP traffic")
+		e.TCP = "denied: no TCP bind or connect (Landlock); other stream protocols (MPTCP, SCTP), TCP Fast Open and listen are refused by a seccomp filter"
+		e.UDP = "denied: a seccomp filter refuses UDP, raw, ping and packet sockets"
+		e.NotEnforced = append(e.NotEnforced, "serving on any socket, UNIX ones included (the fallback filter refuses listen: tmux or ssh-agent cannot start their servers)")
+	}
+	abstract := "abstract sockets outside the sandbox are unreachable"
+	if layer == NetNamespace {
+		abstract = "abstract sockets only of the session's own network namespace"
 	}
 	switch {
 	case abi >= minUnixPathABI:
-		e.UnixSockets = "abstract sockets outside the sandbox are unreachable; path sockets only in the workspace and TMPDIR"
-	case abi >= minScopeABI:
-		e.UnixSockets = fmt.Sprintf("abstract sockets outside the sandbox are unreachable; connecting to path sockets is not restricted (Landlock ABI %d < %d)", abi, minUnixPathABI)
+		e.UnixSockets = abstract + "; path sockets only in the workspace and TMPDIR"
+	case abi >= minScopeABI || layer == NetNamespace:
+		e.UnixSockets = fmt.Sprintf("%s; connecting to path sockets is not restricted (Landlock ABI %d < %d)", abstract, abi, minUnixPathABI)
 		e.NotEnforced = append(e.NotEnforced, "connecting to UNIX sockets by path (e.g. a daemon's socket under /run)")
 	default:
 		e.UnixSockets = fmt.Sprintf("not restricted (Landlock ABI %d < %d)", abi, minScopeABI)

@@ -5,29 +5,40 @@ import (
 	"testing"
 )
 
-func TestDescribePerABI(t *testing.T) {
+// TestDescribePerLayer: the description names the network layer in force
+// and says truthfully what each stops, per Landlock ABI.
+func TestDescribePerLayer(t *testing.T) {
 	for _, tc := range []struct {
 		abi                  int
+		layer                NetLayer
 		tcp, udp, unix, sigs string
 	}{
-		{3, "not enforceable", "not restricted", "not restricted", "not scoped"},
-		{4, "denied", "not restricted", "not restricted", "not scoped"},
-		{6, "denied", "not restricted", "abstract sockets outside the sandbox are unreachable; connecting", "denied"},
-		{9, "denied", "not restricted", "abstract sockets outside the sandbox are unreachable; path sockets only", "denied"},
-		{10, "denied", "denied", "abstract sockets outside the sandbox are unreachable; path sockets only", "denied"},
+		{3, NetNamespace, "not enforceable", "not enforceable", "abstract sockets only of the session's own network namespace; connecting", "not scoped"},
+		{4, NetSeccomp, "denied", "denied: a seccomp filter", "not restricted", "not scoped"},
+		{6, NetNamespace, "no way out", "no way out", "abstract sockets only of the session's own network namespace; connecting", "denied"},
+		{7, NetSeccomp, "denied", "denied: a seccomp filter", "abstract sockets outside the sandbox are unreachable; connecting", "denied"},
+		{9, NetNamespace, "no way out", "no way out", "abstract sockets only of the session's own network namespace; path sockets only", "denied"},
+		{10, NetSeccomp, "denied", "denied", "abstract sockets outside the sandbox are unreachable; path sockets only", "denied"},
+		{7, NetHost, "allowed", "allowed", "abstract sockets outside the sandbox are unreachable; connecting", "denied"},
 	} {
-		e := describe(tc.abi, false)
+		e := describe(tc.abi, tc.layer)
+		if e.Network != string(tc.layer) {
+			t.Errorf("ABI %d %s: network %q", tc.abi, tc.layer, e.Network)
+		}
 		for _, c := range []struct{ got, want string }{{e.TCP, tc.tcp}, {e.UDP, tc.udp}, {e.UnixSockets, tc.unix}, {e.Signals, tc.sigs}} {
 			if !strings.HasPrefix(c.got, c.want) {
-				t.Errorf("ABI %d: %q, want it to start with %q", tc.abi, c.got, c.want)
+				t.Errorf("ABI %d %s: %q, want it to start with %q", tc.abi, tc.layer, c.got, c.want)
 			}
 		}
-		if tc.abi < 10 && !strings.Contains(strings.Join(e.NotEnforced, "|"), "UDP") {
-			t.Errorf("ABI %d: UDP missing from notEnforced %v", tc.abi, e.NotEnforced)
+		if strings.Contains(strings.Join(e.NotEnforced, "|"), "UDP") {
+			t.Errorf("ABI %d %s: UDP in notEnforced %v: every layer stops it now", tc.abi, tc.layer, e.NotEnforced)
 		}
 	}
-	if e := describe(7, true); !strings.HasPrefix(e.TCP, "allowed") || !strings.HasPrefix(e.UDP, "allowed") {
-		t.Errorf("network on: %+v", e)
+	if p := describe(7, NetNamespace).Proxied(); !strings.Contains(p.TCP, "own loopback") {
+		t.Errorf("proxied in a namespace: %q", p.TCP)
+	}
+	if p := describe(7, NetSeccomp).Fallback("refused"); !strings.Contains(p.NetworkNote, "refused") {
+		t.Errorf("fallback note: %q", p.NetworkNote)
 	}
 }
 

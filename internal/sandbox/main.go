@@ -32,6 +32,15 @@ const (
 // sandbox cannot be set up: it never runs the program less confined than
 // the policy says.
 func Main(args []string) int {
+	if len(args) == 1 && args[0] == probeArg {
+		if err := upLoopback(); err != nil {
+			return fail(exitRefused, err)
+		}
+		if err := onlyLoopback(); err != nil {
+			return fail(exitRefused, err)
+		}
+		return 0
+	}
 	p, argv, err := parseArgs(args)
 	if err != nil {
 		return fail(exitRefused, err)
@@ -48,11 +57,19 @@ func Main(args []string) int {
 	if err := requirement(abi, p); err != nil {
 		return fail(exitRefused, fmt.Errorf("refusing to run %s: %w", argv[0], err))
 	}
+	if err := isolateNetwork(p); err != nil {
+		return fail(exitRefused, fmt.Errorf("refusing to run %s: %w", argv[0], err))
+	}
 	if err := restrict(abi, p); err != nil {
 		return fail(exitRefused, fmt.Errorf("refusing to run %s: apply landlock: %w", argv[0], err))
 	}
 	if err := dropCapabilities(); err != nil {
 		return fail(exitRefused, fmt.Errorf("refusing to run %s: drop capabilities: %w", argv[0], err))
+	}
+	if p.NetFilter {
+		if err := installNetFilter(); err != nil {
+			return fail(exitRefused, fmt.Errorf("refusing to run %s: %w", argv[0], err))
+		}
 	}
 	if p.ExecFD != 0 {
 		if err := guardExecs(p.ExecFD); err != nil {
@@ -66,6 +83,29 @@ func Main(args []string) int {
 	}
 	err = syscall.Exec(path, argv, os.Environ())
 	return fail(exitNoExec, fmt.Errorf("exec %s: %w", path, err))
+}
+
+// isolateNetwork sets up the launcher's own network namespace, if it has
+// one: loopback up, and the proxy's listener handed to tandem. It runs
+// before Landlock (which would deny the bind) and before the capabilities
+// it needs are dropped.
+func isolateNetwork(p Policy) error {
+	if !p.Namespace {
+		return nil
+	}
+	if err := upLoopback(); err != nil {
+		return err
+	}
+	// The namespace must be a fresh one: a launcher started without
+	// Command's clone flags would otherwise bind the proxy's port on the
+	// host's loopback and run the shell on the host's network.
+	if err := onlyLoopback(); err != nil {
+		return err
+	}
+	if p.ProxyFD != 0 {
+		return handOverProxy(p.ProxyPort, p.ProxyFD)
+	}
+	return nil
 }
 
 // guardExecs installs the exec filter on this (locked) thread and sends

@@ -1,10 +1,21 @@
-// Package sandbox confines a program with Landlock before it runs.
+// Package sandbox confines a program with Landlock, and keeps it off the
+// network, before it runs.
 //
 // Landlock restricts the calling process and everything it later starts,
 // and it cannot be lifted. tandem must stay unrestricted, so it confines a
 // shell by re-executing its own binary as a tiny launcher ("tandem
 // __sandbox ..."), which applies the policy to itself and then execs the
 // shell. Command builds that re-exec; Main is the launcher.
+//
+// The network is kept by removing it rather than by filtering calls: with
+// the network off, Command clones the launcher into a network namespace of
+// its own (netns.go), whose only interface is its loopback; the launcher
+// brings that up and, for a session with an allowlist, listens there on
+// the egress proxy's port and hands the listener to tandem. Landlock's TCP
+// rules stay as a second layer. Where a host refuses namespaces, a seccomp
+// filter (netfilter.go) refuses what those rules do not see: other socket
+// protocols, TCP Fast Open, listen, io_uring. It does not know what tandem
+// serves on the proxy's port, nor who decides the policy.
 package sandbox
 
 import (
@@ -43,8 +54,9 @@ type Policy struct {
 	// ReadOnly lists absolute paths the program may read and execute.
 	// Paths that do not exist are skipped: there is nothing to read.
 	ReadOnly []string `json:"ro,omitempty"`
-	// Network allows TCP bind and connect. When false, both are denied for
-	// every port (and, on kernels with Landlock ABI 10+, UDP as well).
+	// Network allows TCP bind and connect. When false, Landlock denies
+	// both for every port (and, on kernels with Landlock ABI 10+, UDP as
+	// well); Namespace or NetFilter then keeps the rest of the network.
 	Network bool `json:"net,omitempty"`
 	// ConnectPorts, with Network false, are TCP ports the program may
 	// still connect to: the session's port on tandem's egress proxy.
@@ -59,6 +71,24 @@ type Policy struct {
 	// cannot install the filter refuses to run the program. Zero: execs are
 	// not judged.
 	ExecFD int `json:"execfd,omitempty"`
+	// Namespace, with Network false, runs the program in a network
+	// namespace of its own: Command clones the launcher into one, and the
+	// launcher brings its loopback up. Nothing outside it is reachable:
+	// not the host's loopback, other addresses, abstract UNIX sockets of
+	// other namespaces, whatever the protocol.
+	Namespace bool `json:"netns,omitempty"`
+	// ProxyPort and ProxyFD, with Namespace, make the launcher listen on
+	// 127.0.0.1:ProxyPort inside the namespace and send that listener to
+	// tandem over the socket that is its descriptor ProxyFD (a ProxyPair
+	// child end, passed as an ExtraFile): tandem serves the session's
+	// egress proxy on it, so the proxy is the only way out. Landlock then
+	// allows connecting to ProxyPort (put it in ConnectPorts).
+	ProxyPort uint16 `json:"proxyport,omitempty"`
+	ProxyFD   int    `json:"proxyfd,omitempty"`
+	// NetFilter, with Network false, installs the fallback seccomp filter
+	// (netfilter.go) for hosts that refuse namespaces: no socket but TCP
+	// for the Internet families, no Fast Open, no listen, no io_uring.
+	NetFilter bool `json:"netfilter,omitempty"`
 }
 
 // DefaultReadOnly returns the system directories a shell needs to find and
@@ -139,7 +169,11 @@ func Command(self string, p Policy, argv []string) (*exec.Cmd, error) {
 		return nil, fmt.Errorf("sandbox command: encode policy: %w", err)
 	}
 	args := append([]string{ArgName, string(enc), "--"}, argv...)
-	return exec.Command(self, args...), nil
+	cmd := exec.Command(self, args...)
+	if p.Namespace {
+		cmd.SysProcAttr = namespaceAttr()
+	}
+	return cmd, nil
 }
 
 // Supported reports whether the running kernel can enforce p in full. It
@@ -178,6 +212,14 @@ func requirement(abi int, p Policy) error {
 func (p Policy) validate() error {
 	if p.ExecFD != 0 && p.ExecFD < 3 {
 		return fmt.Errorf("exec judging descriptor %d is one of the standard streams", p.ExecFD)
+	}
+	switch {
+	case p.Network && (p.Namespace || p.NetFilter):
+		return errors.New("a policy with network on needs no network namespace or filter")
+	case p.Namespace && p.NetFilter:
+		return errors.New("the network filter is the fallback for hosts without namespaces: not both")
+	case (p.ProxyFD != 0 || p.ProxyPort != 0) && (!p.Namespace || p.ProxyFD < 3 || p.ProxyPort == 0 || p.ProxyFD == p.ExecFD):
+		return fmt.Errorf("a proxy listener needs a namespace, a port and a descriptor of its own above the standard streams (port %d, descriptor %d)", p.ProxyPort, p.ProxyFD)
 	}
 	for _, set := range [][]string{p.ReadWrite, p.ReadOnly} {
 		for _, path := range set {

@@ -62,6 +62,10 @@ type Options struct {
 	// SignInLink lets Plain carry the dashboard's sign-in link, which
 	// holds the operator token: only when it is a terminal.
 	SignInLink bool
+	// NoNetNamespace runs sandboxed local sessions without network
+	// namespaces, under the fallback seccomp filter (target.Resolver's
+	// NoNetNamespace): TANDEM_NETNS=off.
+	NoNetNamespace bool
 	// Hint, when a person started tandem at a terminal (stdio mode), says
 	// what it waits for; refused names the local targets refused.
 	Hint func(refused map[string]string) string
@@ -160,6 +164,16 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Server, err err
 	if err != nil {
 		return nil, err
 	}
+	targets := &target.Resolver{
+		Config: cfg, Stdio: !s.hm.on(), Self: self, Home: home, AgentSocket: os.Getenv("SSH_AUTH_SOCK"),
+		PinFile: filepath.Join(s.dataDir, "known_hosts"),
+		RunDir:  runDir, Env: shellEnv(), User: currentUser(), Refused: s.refused,
+		Implicit: implicitTarget(&o, cfg), CheckRoot: func(dir string) error { return checkRoot(dir, home, s.dataDir, runDir) },
+		Log: s.log, NoNetNamespace: o.NoNetNamespace,
+	}
+	// Whether sessions get network namespaces is said at start, not at
+	// the first connect.
+	targets.CheckNetwork()
 	s.mcp = mcp.New(mcp.Deps{
 		Policy:        policies,
 		Observer:      s.met,
@@ -170,13 +184,8 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Server, err err
 		Tenant:        stdioTenant(cfg),
 		KnownTenant:   func(name string) bool { _, ok := cfg.Tenant(name); return ok },
 		RequireClaims: s.hm.on(),
-		Targets: &target.Resolver{
-			Config: cfg, Stdio: !s.hm.on(), Self: self, Home: home, AgentSocket: os.Getenv("SSH_AUTH_SOCK"),
-			PinFile: filepath.Join(s.dataDir, "known_hosts"),
-			RunDir:  runDir, Env: shellEnv(), User: currentUser(), Refused: s.refused,
-			Implicit: implicitTarget(&o, cfg), CheckRoot: func(dir string) error { return checkRoot(dir, home, s.dataDir, runDir) },
-			Log: s.log,
-		},
+
+		Targets:           targets,
 		MonitorURL:        func(key string) string { return web.MonitorURL(cmp.Or(s.nodeURL, s.base), key) },
 		CommandTimeout:    time.Duration(cfg.Limits.CommandTimeout),
 		InlineOutputBytes: cfg.Limits.InlineOutputBytes,

@@ -22,10 +22,12 @@ type Egress struct {
 	Forward bool
 	// Hosts answers for these names without DNS.
 	Hosts map[string][]netip.Addr
-	// Open starts the session's port on the proxy before its shell
-	// starts, with the credential its programs present there; close ends
-	// it with the session.
-	Open func(ctx context.Context, s *Session) (port uint16, token string, close func(), err error)
+	// Open makes the session's place on the proxy, with the credential
+	// its programs present there, before its shell starts. It does not
+	// listen yet: the shell's backend starts it inside the session's
+	// network namespace (or, where there is none, on the host's
+	// loopback). close ends it with the session.
+	Open func(ctx context.Context, s *Session) (p shell.LaunchProxy, close func(), err error)
 }
 
 // errNoProxy: a target with an allowlist and nothing to serve it. The
@@ -36,8 +38,8 @@ var errNoProxy = errors.New("the target has a network allowlist, and this server
 // the status strip and the dashboard.
 const maxConnections = 256
 
-// openEgress opens the session's proxy port, if its target has an
-// allowlist, and tells the shell of it.
+// openEgress makes the session's place on the proxy, if its target has an
+// allowlist, and hands it to the shell, whose backend starts its port.
 func (s *Session) openEgress(ctx context.Context, so *shell.Options) error {
 	e := s.Target.Egress
 	if e == nil {
@@ -46,14 +48,14 @@ func (s *Session) openEgress(ctx context.Context, so *shell.Options) error {
 	if e.Open == nil {
 		return errNoProxy
 	}
-	port, token, closeFn, err := e.Open(ctx, s)
+	p, closeFn, err := e.Open(ctx, s)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	s.egressClose = closeFn
 	s.mu.Unlock()
-	so.ProxyPort, so.ProxyToken = port, token
+	so.Proxy = p
 	return nil
 }
 

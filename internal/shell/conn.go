@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"syscall"
 )
 
@@ -32,17 +33,31 @@ type Launch struct {
 	// then do so or fail Dial; one that cannot (ssh, local unsandboxed)
 	// ignores it, and commands are judged by their line alone.
 	JudgeExec LaunchJudge
-	// ProxyPort, if set, is the session's port on tandem's egress proxy
-	// (127.0.0.1). A sandboxed local shell then may connect to that TCP
-	// port only, and its HTTP_PROXY, HTTPS_PROXY and ALL_PROXY (both
-	// cases) point there; a backend that cannot confine it so (ssh,
-	// local unsandboxed or with network on) must fail Dial rather than
-	// run with more network than configured.
-	ProxyPort uint16
-	// ProxyToken is the session's credential on that port: the proxy
-	// URL in the environment carries it, and the proxy refuses a client
-	// without it (another user's process on this machine).
-	ProxyToken string
+	// Proxy, if set, is the session's place on tandem's egress proxy. A
+	// sandboxed local shell then may reach it and nothing else, and its
+	// HTTP_PROXY, HTTPS_PROXY and ALL_PROXY (both cases) point there; a
+	// backend that cannot confine it so (ssh, local unsandboxed or with
+	// network on) must fail Dial rather than run with more network than
+	// configured.
+	Proxy LaunchProxy
+}
+
+// LaunchProxy is a session's place on tandem's egress proxy, which the
+// backend starts where the shell can reach it: on a listener of the
+// shell's own (inside its network namespace, where nothing else can
+// reach it), or else on a port of the host's loopback.
+// *egress.Listener is one.
+type LaunchProxy interface {
+	// Token is the session's credential on the proxy: the proxy URL in
+	// the environment carries it, and the proxy refuses a client without
+	// it (another user's process on this machine).
+	Token() string
+	// Serve serves the proxy on ln, a listener the backend made, and
+	// returns at once.
+	Serve(ln net.Listener) error
+	// Listen serves it on a new port of the host's loopback instead and
+	// returns the port.
+	Listen() (uint16, error)
 }
 
 // Dialer starts a shell on one target. Each backend's configuration

@@ -60,12 +60,10 @@ type Options struct {
 	// sandboxed local shell); its rulings are filed in the running
 	// command's Record. Nil: programs are not judged.
 	JudgeExec ExecJudge
-	// ProxyPort, if set, is the session's port on tandem's egress proxy:
-	// a sandboxed local shell may connect there and nowhere else (see
-	// Launch.ProxyPort).
-	ProxyPort uint16
-	// ProxyToken is the session's credential on the proxy port.
-	ProxyToken string
+	// Proxy, if set, is the session's place on tandem's egress proxy: a
+	// sandboxed local shell may connect there and nowhere else (see
+	// Launch.Proxy).
+	Proxy LaunchProxy
 	// Redact, if set, replaces the secrets it finds in every command's
 	// captured output, and in the human's command lines, before anyone
 	// reads them: what the agent sees. The counts are in
@@ -241,7 +239,7 @@ func Start(ctx context.Context, d Dialer, opts *Options) (*Shell, error) {
 		return nil, fmt.Errorf("shell start: %w: nonce: %w", ErrStart, err)
 	}
 	s.nonce = hex.EncodeToString(nb[:])
-	l := Launch{Command: LaunchCommand(), Cols: s.opts.Cols, Rows: s.opts.Rows, ProxyPort: s.opts.ProxyPort, ProxyToken: s.opts.ProxyToken}
+	l := Launch{Command: LaunchCommand(), Cols: s.opts.Cols, Rows: s.opts.Rows, Proxy: s.opts.Proxy}
 	if s.opts.JudgeExec != nil {
 		l.JudgeExec = s.judgeExec
 	}

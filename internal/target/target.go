@@ -5,6 +5,7 @@
 package target
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -82,11 +83,73 @@ type Resolver struct {
 	// it (the root, a home directory, one holding tandem's data dir).
 	CheckRoot func(dir string) error
 	// Log gets what only the operator may read: why a secret file that
-	// tandem.yaml names could not be used. Nil discards it.
+	// tandem.yaml names could not be used, and, once, that sessions run
+	// without network namespaces. Nil discards it.
 	Log *slog.Logger
+	// NoNetNamespace runs sandboxed local sessions without a network
+	// namespace of their own, under the sandbox's fallback seccomp filter
+	// (local.Options.NoNetNamespace), as on a host that refuses
+	// namespaces: the operator's choice where namespaces misbehave, and
+	// what tests use to try the fallback. False: each session without
+	// network: true gets a namespace where the host allows one.
+	NoNetNamespace bool
 
 	mu   sync.Mutex
 	root *rootChoice // nil until the client's roots were asked
+	// noNetNS says why sandboxed sessions have no network namespace
+	// ("" if they have one); netProbed once it is known.
+	noNetNS   string
+	netProbed bool
+}
+
+// probeTimeout bounds the one-time check that this host allows network
+// namespaces.
+const probeTimeout = 10 * time.Second
+
+// CheckNetwork finds out, once, whether sandboxed local sessions can have
+// network namespaces here, and logs it if they cannot; a config with no
+// sandboxed local target without network: true needs none and skips it.
+// Named does it on first use otherwise.
+func (r *Resolver) CheckNetwork() {
+	var all []config.Target
+	if r.Config != nil {
+		all = append(all, r.Config.Targets...)
+		for _, tn := range r.Config.Tenants {
+			all = append(all, tn.Targets...)
+		}
+	}
+	for _, t := range all {
+		if t.Kind == "local" && t.Sandbox != "none" && !t.Network.On {
+			r.netFallback()
+			return
+		}
+	}
+}
+
+// netFallback says why sandboxed local sessions run under the fallback
+// filter instead of a network namespace, or "" if they get one. The host
+// is probed once (a few milliseconds); a refusal is logged once.
+func (r *Resolver) netFallback() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.netProbed {
+		return r.noNetNS
+	}
+	r.netProbed = true
+	if r.NoNetNamespace {
+		r.noNetNS = "network namespaces are turned off for this tandem (TANDEM_NETNS=off)"
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		if err := sandbox.ProbeNamespace(ctx, r.Self); err != nil {
+			r.noNetNS = err.Error()
+		}
+		cancel()
+	}
+	if r.noNetNS != "" && r.Log != nil {
+		r.Log.Warn("sandboxed local sessions get no network namespace of their own: a seccomp filter refuses what Landlock's TCP rules do not see "+
+			"(UDP, raw sockets, MPTCP, TCP Fast Open, listen, io_uring) instead, and an allowlist's proxy port is on this host's loopback", "why", r.noNetNS)
+	}
+	return r.noNetNS
 }
 
 // rootChoice is the locked outcome of the client's first roots answer.
@@ -201,9 +264,17 @@ func (r *Resolver) Named(tenant, workspace, name string) (session.Target, error)
 		if len(t.ReadOnly) > 0 {
 			o.ReadOnly = append(sandbox.DefaultReadOnly(), t.ReadOnly...)
 		}
+		layer := sandbox.NetHost
+		var noNetNS string
 		if !o.NoSandbox {
 			if err := (sandbox.Policy{Network: t.Network.On}).Supported(); err != nil {
 				return session.Target{}, fmt.Errorf("%w: target %q needs Landlock: %v; set sandbox: none on the target to run it unconfined", ErrSandboxUnavailable, name, err)
+			}
+			if !o.Network {
+				layer = sandbox.NetNamespace
+				if noNetNS = r.netFallback(); noNetNS != "" {
+					layer, o.NoNetNamespace = sandbox.NetSeccomp, true
+				}
 			}
 		}
 		egr, err := egressOf(t.Network)
@@ -217,7 +288,10 @@ func (r *Resolver) Named(tenant, workspace, name string) (session.Target, error)
 		t := session.Target{Name: name, Kind: "local", Host: "localhost", Username: r.User, Dialer: o, Workspace: t.Workspace, Scope: workspace, Egress: egr}
 		red.apply(&t)
 		if !o.NoSandbox {
-			e := sandbox.Describe(o.Network)
+			e := sandbox.Describe(layer)
+			if noNetNS != "" {
+				e = e.Fallback(noNetNS)
+			}
 			if egr != nil {
 				e = e.Proxied()
 			}

@@ -67,9 +67,15 @@ func sandboxed(t *testing.T) *Options {
 // the test ends.
 func startTerm(t *testing.T, o *Options) *term {
 	t.Helper()
+	return startTermLaunch(t, o, bash())
+}
+
+// startTermLaunch is startTerm with a launch of the test's own.
+func startTermLaunch(t *testing.T, o *Options, l shell.Launch) *term {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
 	defer cancel()
-	c, err := o.Dial(ctx, bash())
+	c, err := o.Dial(ctx, l)
 	if err != nil {
 		t.Fatalf("Dial: %v", err)
 	}

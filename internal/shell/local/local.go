@@ -1,6 +1,8 @@
 // Package local is the shell backend for local targets: an interactive
 // shell on the server itself, in a PTY, confined by the sandbox package
-// (Landlock) to its workspace unless the target opts out.
+// (Landlock) to its workspace, and kept off the network by a network
+// namespace of its own (or the sandbox's fallback filter), unless the
+// target opts out.
 package local
 
 import (
@@ -40,9 +42,10 @@ type Options struct {
 	// an absolute path to an existing directory; empty is an error.
 	Workspace string
 
-	// Network lets a sandboxed shell bind and connect TCP sockets (and UDP
-	// ones on kernels with Landlock ABI 10+). The zero value denies that
-	// for every port. Ignored when NoSandbox is set.
+	// Network gives a sandboxed shell the host's network: no namespace,
+	// no filter, no Landlock TCP rules. The zero value gives it a network
+	// namespace of its own (or the fallback filter, NoNetNamespace).
+	// Ignored when NoSandbox is set.
 	Network bool
 
 	// NoSandbox runs the shell without Landlock, with tandem's own access
@@ -81,6 +84,15 @@ type Options struct {
 	// sourced, and never one that happens to sit in the project.
 	UserRC string
 
+	// NoNetNamespace runs a sandboxed shell without network: true in the
+	// host's network namespace, under Landlock's TCP rules and the
+	// sandbox's fallback seccomp filter, with an allowlist's proxy port
+	// on the host's loopback: for hosts that refuse namespaces
+	// (sandbox.ProbeNamespace fails), and tests. The zero value gives
+	// each such shell a network namespace of its own, with nothing but
+	// its own loopback (and its proxy port there).
+	NoNetNamespace bool
+
 	// KillGrace is how long Close waits after SIGHUP before it SIGKILLs
 	// what is left of the session. Zero means one second.
 	KillGrace time.Duration
@@ -102,7 +114,7 @@ func (o *Options) Dial(ctx context.Context, l shell.Launch) (shell.Conn, error) 
 	if err := o.check(); err != nil {
 		return nil, fmt.Errorf("local dial: %w", err)
 	}
-	if l.ProxyPort != 0 && (o.NoSandbox || o.Network) {
+	if l.Proxy != nil && (o.NoSandbox || o.Network) {
 		return nil, errors.New("local dial: a network allowlist needs the sandbox with network off: without it the shell could connect anywhere")
 	}
 	if !o.NoSandbox {
@@ -158,6 +170,13 @@ func (o *Options) start(ctx context.Context, l shell.Launch, runDir string) (*co
 	argv := []string{shellInterpreter, "-c", l.Command}
 	var cmd *exec.Cmd
 	var g *guard
+	var n *netSetup
+	abort := func() {
+		if g != nil {
+			g.abort()
+		}
+		n.abort()
+	}
 	if o.NoSandbox {
 		cmd = exec.Command(argv[0], argv[1:]...)
 	} else {
@@ -165,33 +184,33 @@ func (o *Options) start(ctx context.Context, l shell.Launch, runDir string) (*co
 		if ro == nil {
 			ro = sandbox.DefaultReadOnly()
 		}
-		p := sandbox.Policy{ReadWrite: []string{o.Workspace, runDir}, ReadOnly: ro, Network: o.Network}
-		if l.ProxyPort != 0 {
-			p.ConnectPorts = []uint16{l.ProxyPort}
-		}
+		p := sandbox.Policy{ReadWrite: []string{o.Workspace, runDir}, ReadOnly: ro}
+		var extra []*os.File // ExtraFiles[i] is the launcher's descriptor 3+i
 		if l.JudgeExec != nil {
 			var err error
 			if g, err = newGuard(l.JudgeExec); err != nil {
 				return nil, err
 			}
-			p.ExecFD = 3 // ExtraFiles[0]
+			p.ExecFD = 3 + len(extra)
+			extra = append(extra, g.child)
 		}
 		var err error
-		if cmd, err = sandbox.Command(o.Self, p, argv); err != nil {
-			if g != nil {
-				g.abort()
-			}
+		if n, err = o.network(&p, l, 3+len(extra)); err != nil {
+			abort()
 			return nil, err
 		}
-		if g != nil {
-			cmd.ExtraFiles = []*os.File{g.child}
+		if n.child != nil {
+			extra = append(extra, n.child)
 		}
+		if cmd, err = sandbox.Command(o.Self, p, argv); err != nil {
+			abort()
+			return nil, err
+		}
+		cmd.ExtraFiles = extra
 	}
 	cmd.Dir = o.Workspace
 	cmd.Env = o.environ(l.Env, runDir)
-	if l.ProxyPort != 0 {
-		cmd.Env = append(cmd.Env, proxyEnv(l.ProxyPort, l.ProxyToken)...)
-	}
+	cmd.Env = append(cmd.Env, n.env()...)
 
 	size := &pty.Winsize{Cols: shell.DefaultCols, Rows: shell.DefaultRows}
 	if l.Cols > 0 && l.Rows > 0 {
@@ -199,16 +218,15 @@ func (o *Options) start(ctx context.Context, l shell.Launch, runDir string) (*co
 	}
 	master, err := pty.StartWithSize(cmd, size)
 	if err != nil {
-		if g != nil {
-			g.abort()
+		abort()
+		if n.namespaced() && refusedNamespace(err) {
+			err = fmt.Errorf("%w (the shell gets a network namespace of its own, and this host refused one: %w)", err, sandbox.ErrNoNamespace)
 		}
 		return nil, fmt.Errorf("start shell: %w", err)
 	}
 	ptmx, err := pollable(master)
 	if err != nil {
-		if g != nil {
-			g.abort()
-		}
+		abort()
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return nil, fmt.Errorf("start shell: %w", err)
@@ -225,6 +243,15 @@ func (o *Options) start(ctx context.Context, l shell.Launch, runDir string) (*co
 		grace:  grace,
 		done:   make(chan struct{}),
 		guard:  g,
+	}
+	if err := n.started(ctx); err != nil {
+		if g != nil {
+			g.abort()
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		_ = ptmx.Close()
+		return nil, fmt.Errorf("start shell: %w", err)
 	}
 	if g != nil {
 		if err := g.started(ctx, c); err != nil {

@@ -76,7 +76,7 @@ const (
 // passes, and with ctx's error when ctx ends first. l.Env is ignored:
 // servers usually refuse environment requests.
 func (o *Options) Dial(ctx context.Context, l shell.Launch) (shell.Conn, error) {
-	if l.ProxyPort != 0 {
+	if l.Proxy != nil {
 		return nil, errors.New("ssh dial: a network allowlist applies to sandboxed local targets only: tandem cannot confine a remote host's network")
 	}
 	port := o.Port
