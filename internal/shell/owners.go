@@ -33,7 +33,9 @@ func (s *Shell) running() []execguard.Span {
 // forkedSinceEnter reports whether a process of origin o was forked after
 // the oldest Enter a viewer sent that no command has used yet: it may be
 // the first program of that line, which the terminal reader has not seen
-// start yet; s.mu is held.
+// start yet. Enters gone stale (most likely read by a program) do not
+// count, so that an agent's background job is not held for them; s.mu is
+// held.
 func (s *Shell) forkedSinceEnter(o execguard.Origin) bool {
 	if !o.Known {
 		return false
@@ -42,7 +44,7 @@ func (s *Shell) forkedSinceEnter(o execguard.Origin) bool {
 	switch {
 	case len(s.typed) > 0 && s.typedOK:
 		enter = s.typedBy.at
-	case len(s.credits) > 0:
+	case len(s.credits) > 0 && time.Now().Before(s.creditsStaleAt()):
 		enter = s.credits[0].at
 	default:
 		return false
