@@ -135,16 +135,15 @@ func (s *Shell) judgeExec(ctx context.Context, e execguard.Exec, o execguard.Ori
 	case h != nil && !h.ended:
 		x.Source, rec = "user", &h.rec
 	}
-	if x.Human && x.Source == "agent" {
-		rec = nil // a person's process, not a program of the agent's command
-	}
 	if rec != nil {
 		x.CommandID, x.Command = rec.ID, rec.Command
 		if x.Source == "user" {
 			x.Command = s.redactText(x.Command)
 		}
 	}
-	if rec != nil && x.Source == "agent" {
+	if x.Source == "agent" && !x.Human {
+		// A person's process (their job in the background) is filed with
+		// the agent's command it ran during, but holds up no agent call.
 		x.Hold = func(id string, wait time.Duration) func() { return s.hold(a, id, wait) }
 	}
 	x.ShellCwd = s.cwd
