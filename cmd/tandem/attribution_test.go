@@ -101,7 +101,8 @@ func execAfterHuman(t *testing.T, se sess, command string) map[string]any {
 // runs and push from there: one joins the human's foreground process
 // group, one is a double-forked daemon, one runs in a session of its own
 // (setsid). Each is judged as the agent's and refused; the human's own
-// git push, typed in the terminal, is theirs and runs.
+// git push, typed in the terminal, is theirs and runs, and so is one their
+// background job starts while an agent command runs.
 func TestAttributionByAncestry(t *testing.T) {
 	if err := execguard.Available(); err != nil {
 		testenv.Missing(t, "%v", err)
@@ -121,6 +122,7 @@ func TestAttributionByAncestry(t *testing.T) {
 		"join.py":   joinPy,
 		"daemon.sh": "#!/bin/sh\n" + waitGo + "git push -q origin main:daemon\necho $? >" + ws + "/d2.rc\n",
 		"setsid.sh": "#!/bin/sh\n" + waitGo + "git push -q origin main:setsid\necho $? >" + ws + "/d3.rc\n",
+		"hbg.sh":    "#!/bin/sh\nwhile [ ! -e " + ws + "/hbg-go ]; do sleep 0.02; done\ngit push -q origin main:hbg\necho $? >" + ws + "/hbg.rc\n",
 	} {
 		if err := os.WriteFile(filepath.Join(ws, name), []byte(body), 0o755); err != nil {
 			t.Fatal(err)
@@ -148,13 +150,19 @@ func TestAttributionByAncestry(t *testing.T) {
 		}
 	}
 
-	// The human's own push, typed in the same terminal, is theirs.
+	// The human's own push, typed in the same terminal, is theirs; so is
+	// one their background job starts while an agent command runs.
 	typeOverWebSocket(t, url, operator, "git push -q origin main:human; echo push=$?\r", "push=0")
-	execAfterHuman(t, se, "true") // the session goes on
+	typeOverWebSocket(t, url, operator, ws+"/hbg.sh >/dev/null 2>&1 & echo bg-$((6*7))\r", "bg-42")
+	r := result(t, execAfterHuman(t, se, "touch "+ws+"/hbg-go; while [ ! -e "+ws+"/hbg.rc ]; do sleep 0.02; done; cat "+ws+"/hbg.rc"))
+	if strings.TrimSpace(str(r["stdout"])) != "0" {
+		t.Errorf("the human's background push during the agent's command: %v", r)
+	}
 
 	execs := auditedExecs(t, srv.dataDir, "a", func(all []execRec) bool {
 		_, ok := pushTo(all, "human")
-		return ok
+		_, bg := pushTo(all, "hbg")
+		return ok && bg
 	})
 	for _, ref := range []string{"joined", "daemon", "setsid"} {
 		e, ok := pushTo(execs, ref)
@@ -162,8 +170,10 @@ func TestAttributionByAncestry(t *testing.T) {
 			t.Errorf("%s: audited %+v (found %v), want decision deny", ref, e, ok)
 		}
 	}
-	if e, ok := pushTo(execs, "human"); !ok || e.Decision != "human" {
-		t.Errorf("the human's push: audited %+v (found %v), want decision human", e, ok)
+	for _, ref := range []string{"human", "hbg"} {
+		if e, ok := pushTo(execs, ref); !ok || e.Decision != "human" {
+			t.Errorf("the human's push to %s: audited %+v (found %v), want decision human", ref, e, ok)
+		}
 	}
 }
 
