@@ -43,9 +43,9 @@ func ppid(pid int) int {
 // and a process outside the tree do not trace to the shell at all; the
 // shell's own exec is placed now.
 func TestTrace(t *testing.T) {
-	cmd := exec.Command("bash", "-c", `sleep 30 & echo $!
-(sleep 31 & echo $!)
-bash -c 'setsid sleep 32 & echo $!; wait' & echo $!
+	cmd := exec.Command("bash", "-c", `sleep 30 & echo child $!
+(sleep 31 & echo daemon $!)
+bash -c 'setsid sleep 32 & echo grandchild $!; wait' & echo inner $!
 wait`)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -59,18 +59,20 @@ wait`)
 		_ = cmd.Wait()
 	})
 	sc := bufio.NewScanner(out)
-	var pids []int
-	for len(pids) < 4 && sc.Scan() {
-		n, err := strconv.Atoi(sc.Text())
+	pid := map[string]int{}
+	for len(pid) < 4 && sc.Scan() {
+		name, n, _ := strings.Cut(sc.Text(), " ")
+		p, err := strconv.Atoi(n)
 		if err != nil {
 			t.Fatal(err)
 		}
-		pids = append(pids, n)
+		pid[name] = p
 	}
-	if len(pids) < 4 {
-		t.Fatalf("pids: %v", pids)
+	if len(pid) < 4 {
+		t.Fatalf("pids: %v", pid)
 	}
-	child, daemon, grandchild, inner := pids[0], pids[1], pids[2], pids[3]
+	child, daemon, grandchild, inner := pid["child"], pid["daemon"], pid["grandchild"], pid["inner"]
+	pids := []int{child, daemon, grandchild, inner}
 	t.Cleanup(func() {
 		for _, p := range pids {
 			_ = exec.Command("kill", strconv.Itoa(p)).Run()
