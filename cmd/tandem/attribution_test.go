@@ -36,6 +36,22 @@ except OSError:
 open(os.path.join(ws, "d1.rc"), "w").write(str(rc))
 `
 
+// threadPy is an agent's background job, a child of the shell, that
+// starts git push from a thread made while the human's command runs: the
+// thread is new, its process is not.
+const threadPy = `import os, sys, threading, time
+ws = sys.argv[1]
+while not os.path.exists(os.path.join(ws, "hum-go")):
+    time.sleep(0.01)
+def push():
+    try:
+        os.execvp("git", ["git", "push", "-q", "origin", "main:thread"])
+    except OSError:
+        open(os.path.join(ws, "d4.rc"), "w").write("126")
+        os._exit(126)
+threading.Thread(target=push).start()
+`
+
 // execRec is one program of a command_execs audit record.
 type execRec struct {
 	Argv     []string `json:"argv"`
@@ -96,13 +112,14 @@ func execAfterHuman(t *testing.T, se sess, command string) map[string]any {
 	}
 }
 
-// TestAttributionByAncestry: under a `git push *` deny rule, three
+// TestAttributionByAncestry: under a `git push *` deny rule, four
 // background jobs the agent leaves behind wait until the human's command
 // runs and push from there: one joins the human's foreground process
 // group, one is a double-forked daemon, one runs in a session of its own
-// (setsid). Each is judged as the agent's and refused; the human's own
-// git push, typed in the terminal, is theirs and runs, and so is one their
-// background job starts while an agent command runs.
+// (setsid), one pushes from a thread it starts then. Each is judged as the
+// agent's and refused; the human's own git push, typed in the terminal,
+// is theirs and runs, and so is one their background job starts while an
+// agent command runs.
 func TestAttributionByAncestry(t *testing.T) {
 	if err := execguard.Available(); err != nil {
 		testenv.Missing(t, "%v", err)
@@ -122,6 +139,7 @@ func TestAttributionByAncestry(t *testing.T) {
 		"join.py":   joinPy,
 		"daemon.sh": "#!/bin/sh\n" + waitGo + "git push -q origin main:daemon\necho $? >" + ws + "/d2.rc\n",
 		"setsid.sh": "#!/bin/sh\n" + waitGo + "git push -q origin main:setsid\necho $? >" + ws + "/d3.rc\n",
+		"thread.py": threadPy,
 		"hbg.sh":    "#!/bin/sh\nwhile [ ! -e " + ws + "/hbg-go ]; do sleep 0.02; done\ngit push -q origin main:hbg\necho $? >" + ws + "/hbg.rc\n",
 	} {
 		if err := os.WriteFile(filepath.Join(ws, name), []byte(body), 0o755); err != nil {
@@ -129,12 +147,13 @@ func TestAttributionByAncestry(t *testing.T) {
 		}
 	}
 	mustOK(t, se.exec(t, "cd "+repo+"; python3 "+ws+"/join.py "+ws+" >/dev/null 2>&1 & "+
-		"( "+ws+"/daemon.sh >/dev/null 2>&1 & ); setsid "+ws+"/setsid.sh >/dev/null 2>&1 &"))
+		"( "+ws+"/daemon.sh >/dev/null 2>&1 & ); setsid "+ws+"/setsid.sh >/dev/null 2>&1 & "+
+		"python3 "+ws+"/thread.py "+ws+" >/dev/null 2>&1 &"))
 
 	// The human's command: one job that holds the terminal until every
 	// background job has tried.
 	typeOverWebSocket(t, url, operator, "sh -c 'touch "+ws+"/hum-go; "+
-		"while [ ! -e "+ws+"/d1.rc ] || [ ! -e "+ws+"/d2.rc ] || [ ! -e "+ws+"/d3.rc ]; do sleep 0.02; done'; echo hum-$((6*7))\r", "hum-42")
+		"while [ ! -e "+ws+"/d1.rc ] || [ ! -e "+ws+"/d2.rc ] || [ ! -e "+ws+"/d3.rc ] || { [ ! -e "+ws+"/d4.rc ] && [ ! -e "+ws+"/remote.git/refs/heads/thread ]; }; do sleep 0.02; done'; echo hum-$((6*7))\r", "hum-42")
 
 	if b, err := os.ReadFile(filepath.Join(ws, "joined")); err != nil || len(strings.Fields(string(b))) != 2 || strings.Fields(string(b))[0] != strings.Fields(string(b))[1] {
 		t.Fatalf("the job did not join the human's foreground group: %q %v", b, err)
@@ -143,7 +162,7 @@ func TestAttributionByAncestry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, job := range []struct{ ref, rc string }{{"joined", "d1.rc"}, {"daemon", "d2.rc"}, {"setsid", "d3.rc"}} {
+	for _, job := range []struct{ ref, rc string }{{"joined", "d1.rc"}, {"daemon", "d2.rc"}, {"setsid", "d3.rc"}, {"thread", "d4.rc"}} {
 		rc, _ := os.ReadFile(filepath.Join(ws, job.rc))
 		if strings.Contains(string(refs), "refs/heads/"+job.ref) || strings.TrimSpace(string(rc)) == "0" {
 			t.Errorf("%s: the agent's git push ran as the human's command ran (status %q, remote refs %q)", job.ref, rc, refs)
@@ -164,7 +183,7 @@ func TestAttributionByAncestry(t *testing.T) {
 		_, bg := pushTo(all, "hbg")
 		return ok && bg
 	})
-	for _, ref := range []string{"joined", "daemon", "setsid"} {
+	for _, ref := range []string{"joined", "daemon", "setsid", "thread"} {
 		e, ok := pushTo(execs, ref)
 		if !ok || e.Decision != "deny" {
 			t.Errorf("%s: audited %+v (found %v), want decision deny", ref, e, ok)
