@@ -160,13 +160,14 @@ func (d *denials) add(x shell.ExecInfo) {
 	}
 }
 
-// judgeExec decides one exec. A person's own foreground job is not the
-// agent's and is not judged (it is recorded). Everything else is judged by
+// judgeExec decides one exec. A person's own process (one that descends
+// from a command they started) is not the agent's and is not judged (it
+// is recorded). Everything else is judged by
 // the command rules: deny fails the exec; ask holds it for a human while
 // an agent command runs, and fails it otherwise (there is no call to
 // attach an approval to).
 func (s *Server) judgeExec(ctx context.Context, ej ExecJudge, d *denials, l *lineExecs, sess *session.Session, x shell.ExecInfo) shell.ExecRuling {
-	if x.Source == "user" && x.Foreground {
+	if x.Human {
 		return shell.ExecRuling{Allow: true, Decision: execHuman}
 	}
 	// The program is looked at as the process sees it (its /dev/fd, its

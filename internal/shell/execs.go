@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/execguard"
@@ -17,12 +18,14 @@ const MaxExecRecords = 1000
 // what the shell was doing when it was started.
 type ExecInfo struct {
 	execguard.Exec
-	// Foreground says the process is in the terminal's foreground process
-	// group: the job a person at the terminal is running.
-	Foreground bool
+	// Human says the process is a person's: it descends from a command a
+	// person started (the shell forked its ancestor while it ran their
+	// command and no agent's; see execguard.Ledger). A process tandem
+	// cannot place so is not.
+	Human bool
 	// Source is "agent" while an agent command runs (from staging to its
-	// end), "user" while a human's runs, "" otherwise (a background job
-	// after its command ended, or nothing at all).
+	// end), "user" while a human's runs, "" otherwise: what the shell was
+	// doing, not who started the process (Human).
 	Source string
 	// CommandID and Command name the running command, if any.
 	CommandID string
@@ -64,11 +67,40 @@ type ExecRecord struct {
 	Cwd       string   `json:"cwd"`
 	Decision  string   `json:"decision"`
 	Rule      string   `json:"rule,omitempty"`
+	// ExitCode is the program's exit status, or Signal names the signal
+	// that ended it, where the backend sees processes end (see ExitSyncer)
+	// and the program ended before its command did. Both are absent for a
+	// program still running then, one that exec'd another (the process's
+	// status is the last program's), a refused one, or where the backend
+	// cannot tell: never made up.
+	ExitCode *int   `json:"exitCode,omitempty"`
+	Signal   string `json:"signal,omitempty"`
+	// exit receives the status from the backend while the command runs.
+	exit *atomic.Pointer[ExitStatus]
+}
+
+// ExitStatus is how a program's process ended.
+type ExitStatus struct {
+	// Code is the exit status; meaningful when Signal is empty.
+	Code int
+	// Signal names the signal that killed it (SIGKILL), if one did.
+	Signal string
+}
+
+// ExitSyncer is implemented by a Conn that reports how the programs it
+// let start ended (LaunchJudge's exited): SyncExits delivers every end
+// the kernel has reported so far, before a command's record is final. It
+// must not call the Shell.
+type ExitSyncer interface {
+	SyncExits()
 }
 
 // LaunchJudge is what a backend calls for every exec of the shell's tree
-// (see Launch.JudgeExec). foreground is as in ExecInfo.
-type LaunchJudge func(ctx context.Context, e execguard.Exec, foreground bool) execguard.Verdict
+// (see Launch.JudgeExec); o is where the process comes from
+// (execguard.Trace). For an exec it allows, it may return exited, which
+// the backend calls at most once with how the program ended, if it can
+// tell; exited does not block or call the backend.
+type LaunchJudge func(ctx context.Context, e execguard.Exec, o execguard.Origin) (v execguard.Verdict, exited func(ExitStatus))
 
 // lineStartWait bounds how long a foreground program waits for the
 // terminal reader to see the start of the line a viewer submitted.
@@ -77,14 +109,15 @@ const lineStartWait = 2 * time.Second
 // judgeExec is the Shell's LaunchJudge: it allows the shell's own start-up
 // (the launcher's exec of sh, sh's of bash, the integration's stty and
 // mkfifo, the user's rc) unjudged, then asks opts.JudgeExec with the
-// running command named and files the answer in its record.
-func (s *Shell) judgeExec(ctx context.Context, e execguard.Exec, foreground bool) execguard.Verdict {
+// running command named and whether a person started the process, and
+// files the answer in its record.
+func (s *Shell) judgeExec(ctx context.Context, e execguard.Exec, o execguard.Origin) (execguard.Verdict, func(ExitStatus)) {
 	s.mu.Lock()
 	if !s.ready {
 		s.mu.Unlock()
-		return execguard.Allow
+		return execguard.Allow, nil
 	}
-	if foreground && s.agent == nil && s.human == nil && (len(s.credits) > 0 || len(s.typed) > 0) {
+	if s.agent == nil && s.human == nil && s.forkedSinceEnter(o) {
 		// A line a viewer submitted starts a program before the terminal
 		// reader has seen its start mark (a loaded machine): the program
 		// waits in the kernel until the reader names its command, or the
@@ -93,7 +126,7 @@ func (s *Shell) judgeExec(ctx context.Context, e execguard.Exec, foreground bool
 			return s.agent != nil || s.human != nil || (len(s.credits) == 0 && len(s.typed) == 0)
 		})
 	}
-	x := ExecInfo{Exec: e, Foreground: foreground}
+	x := ExecInfo{Exec: e, Human: s.ledger.Human(o, s.running()...)}
 	var rec *Record
 	a, h := s.agent, s.human
 	switch {
@@ -108,7 +141,9 @@ func (s *Shell) judgeExec(ctx context.Context, e execguard.Exec, foreground bool
 			x.Command = s.redactText(x.Command)
 		}
 	}
-	if x.Source == "agent" {
+	if x.Source == "agent" && !x.Human {
+		// A person's process (their job in the background) is filed with
+		// the agent's command it ran during, but holds up no agent call.
 		x.Hold = func(id string, wait time.Duration) func() { return s.hold(a, id, wait) }
 	}
 	x.ShellCwd = s.cwd
@@ -116,15 +151,21 @@ func (s *Shell) judgeExec(ctx context.Context, e execguard.Exec, foreground bool
 
 	r := s.opts.JudgeExec(ctx, x)
 
+	var exited func(ExitStatus)
 	s.mu.Lock()
 	if rec != nil && ((a != nil && s.agent == a) || (a == nil && s.human == h)) {
-		rec.addExec(ExecRecord{Argv: s.redactArgs(e.Argv), Truncated: e.Truncated, Path: e.Path, Cwd: e.Cwd, Decision: r.Decision, Rule: r.Rule}, !r.Allow)
+		er := ExecRecord{Argv: s.redactArgs(e.Argv), Truncated: e.Truncated, Path: e.Path, Cwd: e.Cwd, Decision: r.Decision, Rule: r.Rule}
+		if r.Allow {
+			box := new(atomic.Pointer[ExitStatus])
+			er.exit, exited = box, func(st ExitStatus) { box.Store(&st) }
+		}
+		rec.addExec(er, !r.Allow)
 	}
 	s.mu.Unlock()
 	if r.Allow {
-		return execguard.Allow
+		return execguard.Allow, exited
 	}
-	return execguard.Deny
+	return execguard.Deny, nil
 }
 
 // hold marks a's command as waiting for a human about one of its

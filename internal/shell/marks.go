@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tandem-sh/tandem/internal/execguard"
 	"github.com/tandem-sh/tandem/internal/term"
 )
 
@@ -87,6 +88,9 @@ func (s *Shell) event(e *term.Event) {
 			a.preempt = true // the human's type-ahead ran first
 		}
 		s.human = s.newHumanRun(c.viewer, !ok)
+		if ok {
+			s.human.entered = c.at // its programs are the person's (owners.go)
+		}
 		// Named now by the lines readline accepted; E names it at the end.
 		s.human.rec.Command = strings.TrimRight(strings.Join(s.typed, "\n"), "\n")
 		s.typed = nil
@@ -275,6 +279,7 @@ func (s *Shell) finishHuman() {
 	_ = h.plain.Flush()
 	h.rec.Redacted.Stdout = h.out.end()
 	_ = h.rec.Stdout.Close()
+	s.ended(execguard.Human, h.entered, &h.rec)
 	if s.opts.OnCommand != nil {
 		// A secret file the command wrote hides its value in the
 		// command's line too (its output was redacted as it came).
@@ -301,6 +306,10 @@ type humanRun struct {
 	ended   bool
 	healing bool     // the heal key was pressed for it
 	lines   []string // the history entries of a multi-line buffer
+
+	// entered is when the viewer's Enter that submitted it came; zero if
+	// none did (owners.go).
+	entered time.Time
 }
 
 // historyLines splits the output of bash's history builtin, run with

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tandem-sh/tandem/internal/execguard"
 	"github.com/tandem-sh/tandem/internal/term"
 )
 
@@ -364,6 +365,7 @@ func (s *Shell) finishAgent(a *agentRun) {
 		s.maybeFix()
 	}
 	s.flushHeldOut()
+	s.ended(execguard.Agent, a.rec.Started, &a.rec)
 	if s.opts.OnCommand != nil {
 		s.opts.OnCommand(a.rec)
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tandem-sh/tandem/internal/execguard"
 	"github.com/tandem-sh/tandem/internal/redact"
 	"github.com/tandem-sh/tandem/internal/spool"
 	"github.com/tandem-sh/tandem/internal/term"
@@ -210,6 +211,9 @@ type Shell struct {
 	closed     bool
 	err        error
 	startOut   bytes.Buffer // output before the first prompt, for error messages
+
+	// ledger is whom the shell ran commands for, and when (owners.go).
+	ledger execguard.Ledger
 }
 
 // Start launches the integrated shell on conn and waits until it shows its

@@ -7,8 +7,6 @@ import (
 	"os"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/tandem-sh/tandem/internal/execguard"
 	"github.com/tandem-sh/tandem/internal/shell"
 )
@@ -26,6 +24,7 @@ const receiveTimeout = 10 * time.Second
 type guard struct {
 	parent, child *os.File
 	judge         shell.LaunchJudge
+	exits         *exitWatch // nil where process events cannot be had
 	cancel        context.CancelFunc
 	done          chan struct{}
 }
@@ -40,7 +39,9 @@ func newGuard(judge shell.LaunchJudge) (*guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &guard{parent: parent, child: child, judge: judge, done: make(chan struct{})}, nil
+	g := &guard{parent: parent, child: child, judge: judge, done: make(chan struct{})}
+	g.exits, _ = newExitWatch() // without it, exit statuses are absent
+	return g, nil
 }
 
 // started runs once the launcher is running: it drops tandem's copy of
@@ -54,6 +55,9 @@ func (g *guard) started(ctx context.Context, c *conn) error {
 	_ = g.parent.Close()
 	if err != nil {
 		close(g.done)
+		if g.exits != nil {
+			g.exits.close()
+		}
 		return err
 	}
 	sctx, scancel := context.WithCancel(context.Background())
@@ -61,7 +65,15 @@ func (g *guard) started(ctx context.Context, c *conn) error {
 	go func() {
 		defer close(g.done)
 		_ = l.Serve(sctx, func(ctx context.Context, e execguard.Exec) execguard.Verdict {
-			return g.judge(ctx, e, c.foreground(e.Pid))
+			// Unknown (an error) is no person's: judged as the agent's.
+			o, _ := execguard.Trace(e.Pid, c.pid)
+			v, exited := g.judge(ctx, e, o)
+			if v == execguard.Allow && exited != nil && g.exits != nil {
+				if tgid, err := execguard.Tgid(e.Pid); err == nil {
+					g.exits.expect(tgid, exited)
+				}
+			}
+			return v
 		})
 	}()
 	return nil
@@ -71,6 +83,9 @@ func (g *guard) started(ctx context.Context, c *conn) error {
 func (g *guard) abort() {
 	_ = g.child.Close()
 	_ = g.parent.Close()
+	if g.exits != nil {
+		g.exits.close()
+	}
 }
 
 // stop ends serving: execs still waiting, and any later ones, fail.
@@ -79,39 +94,17 @@ func (g *guard) stop() {
 		g.cancel()
 	}
 	<-g.done
-}
-
-// foreground reports whether pid belongs to the job a person at the
-// terminal runs: its process group holds the terminal and is not the
-// shell's own (the shell's group holds it at the prompt and while a
-// builtin runs; a job that `set +m` left there is not the person's).
-//
-// bash puts a new job in its own process group before it hands it the
-// terminal, and the program may exec in between: while the terminal is
-// still the shell's own, a program in a job of its own is given a moment
-// (handOver) to be handed it, so that a person's command on a busy
-// machine is not taken for a background job.
-func (c *conn) foreground(pid int) bool {
-	st, err := readStat(pid)
-	if err != nil || st.sid != c.pid || st.pgrp == c.pid {
-		return false
-	}
-	for deadline := time.Now().Add(handOver); ; time.Sleep(5 * time.Millisecond) {
-		var pgrp int
-		err = c.control(func(fd int) (err error) {
-			pgrp, err = unix.IoctlGetInt(fd, unix.TIOCGPGRP)
-			return err
-		})
-		switch {
-		case err != nil:
-			return false
-		case pgrp == st.pgrp:
-			return true
-		case pgrp != c.pid || time.Now().After(deadline):
-			return false // another job holds the terminal, or none hands it over
-		}
+	if g.exits != nil {
+		g.exits.close()
 	}
 }
 
-// handOver bounds the wait for bash to hand a new job the terminal.
-const handOver = 300 * time.Millisecond
+var _ shell.ExitSyncer = (*conn)(nil)
+
+// SyncExits delivers the ends of the shell's programs that the kernel has
+// reported so far (see exitWatch).
+func (c *conn) SyncExits() {
+	if c.guard != nil && c.guard.exits != nil {
+		c.guard.exits.sync()
+	}
+}

@@ -4,17 +4,21 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/tandem-sh/tandem/internal/execguard"
+	"github.com/tandem-sh/tandem/internal/shell"
 	"github.com/tandem-sh/tandem/internal/testenv"
 )
 
 // TestDialJudgesExecs: a sandboxed shell dialled with a judge has every
 // program judged, the shell's own start included; a refused rm fails with
-// "Operation not permitted", and a job in the terminal's foreground is
-// reported as such while one in the background is not.
+// "Operation not permitted"; each program is traced to the shell's child
+// it descends from (a job in a session of its own too), one whose parent
+// exited before it started is not; and the judge learns how each program
+// it allowed ended, when tandem may watch process events (root).
 func TestDialJudgesExecs(t *testing.T) {
 	if err := execguard.Available(); err != nil {
 		testenv.Missing(t, "%v", err)
@@ -24,20 +28,22 @@ func TestDialJudgesExecs(t *testing.T) {
 		t.Fatal(err)
 	}
 	type seen struct {
-		argv0      string
-		foreground bool
+		argv   string
+		origin execguard.Origin
+		exited chan shell.ExitStatus
 	}
 	var mu sync.Mutex
-	var saw []seen
+	saw := map[string]*seen{}
 	l := bash()
-	l.JudgeExec = func(_ context.Context, e execguard.Exec, fg bool) execguard.Verdict {
+	l.JudgeExec = func(_ context.Context, e execguard.Exec, o execguard.Origin) (execguard.Verdict, func(shell.ExitStatus)) {
+		s := &seen{argv: strings.Join(e.Argv, " "), origin: o, exited: make(chan shell.ExitStatus, 1)}
 		mu.Lock()
-		saw = append(saw, seen{filepath.Base(e.Path), fg})
+		saw[s.argv] = s
 		mu.Unlock()
 		if filepath.Base(e.Path) == "rm" {
-			return execguard.Deny
+			return execguard.Deny, nil
 		}
-		return execguard.Allow
+		return execguard.Allow, func(st shell.ExitStatus) { s.exited <- st }
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
 	defer cancel()
@@ -55,21 +61,44 @@ func TestDialJudgesExecs(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(o.Workspace, "victim")); err != nil {
 		t.Fatalf("the victim is gone: %v", err)
 	}
-	tm.send("/bin/true & wait; echo bg=$?")
-	tm.expect(`bg=0`)
+	tm.send("/bin/sh -c 'exit 3'; setsid -w /bin/sh -c 'kill -9 $$' & wait $!; echo bg=$?")
+	tm.expect(`bg=9`)
+	// The subshell that forks the daemon exits first; the daemon waits
+	// until its parent is init (or a subreaper) before it starts a program.
+	tm.send(`( export P0=$BASHPID; /bin/sh -c 'while read -r _ _ _ p _ </proc/$$/stat; [ "$p" = "$P0" ]; do :; done; exec /bin/echo daemon' & ); echo started`)
+	tm.expect(`started`)
+	tm.expect(`daemon`)
 
-	mu.Lock()
-	defer mu.Unlock()
-	want := map[string]seen{"sh": {"sh", false}, "rm": {"rm", true}, "true": {"true", false}}
-	got := map[string]seen{}
-	for _, s := range saw {
-		if _, ok := want[s.argv0]; ok {
-			got[s.argv0] = s
+	get := func(argv string) *seen {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		s := saw[argv]
+		if s == nil {
+			t.Fatalf("no exec of %q judged (saw %v)", argv, saw)
+		}
+		return s
+	}
+	for _, argv := range []string{"rm victim", "/bin/sh -c exit 3", "/bin/sh -c kill -9 $$"} {
+		if s := get(argv); !s.origin.Known || s.origin.Forked == 0 {
+			t.Errorf("%s: origin %+v, want one traced to the shell's child", argv, s.origin)
 		}
 	}
-	for k, w := range want {
-		if got[k] != w {
-			t.Errorf("exec of %s: saw %+v, want %+v (all: %+v)", k, got[k], w, saw)
+	if s := get("/bin/echo daemon"); s.origin.Known {
+		t.Errorf("the daemon's program is traced to the shell: %+v", s.origin)
+	}
+	if os.Geteuid() != 0 {
+		return // no process events: no status is reported, none made up
+	}
+	c.(shell.ExitSyncer).SyncExits()
+	for argv, want := range map[string]shell.ExitStatus{"/bin/sh -c exit 3": {Code: 3}, "/bin/sh -c kill -9 $$": {Code: 137, Signal: "SIGKILL"}} {
+		select {
+		case st := <-get(argv).exited:
+			if st != want {
+				t.Errorf("%s ended %+v, want %+v", argv, st, want)
+			}
+		default:
+			t.Errorf("%s: no exit status once its end was synced", argv)
 		}
 	}
 }
@@ -79,9 +108,9 @@ func TestDialJudgesExecs(t *testing.T) {
 func TestDialWithJudgeUnsandboxed(t *testing.T) {
 	o := &Options{Workspace: t.TempDir(), NoSandbox: true}
 	l := bash()
-	l.JudgeExec = func(context.Context, execguard.Exec, bool) execguard.Verdict {
+	l.JudgeExec = func(context.Context, execguard.Exec, execguard.Origin) (execguard.Verdict, func(shell.ExitStatus)) {
 		t.Error("an unsandboxed shell's exec was judged")
-		return execguard.Allow
+		return execguard.Allow, nil
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
 	defer cancel()
