@@ -80,36 +80,45 @@ func (c *conn) ShellInputEchoed(ctx context.Context, shellPID int) (bool, error)
 	return on, nil
 }
 
-// question asks the helper for shellPID once, starting it if needed. A
-// helper that broke is replaced once; one that does not answer in time is
-// abandoned.
+// question asks the helper for shellPID once. A running helper that
+// ended is replaced at once; a helper that cannot start or does not answer
+// in time is not tried again for echoRetry, or each key would wait for it.
 func (p *echoProbe) question(ctx context.Context, c *conn, shellPID int) (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for attempt := 0; ; attempt++ {
-		fresh := false
-		if p.h == nil || p.h.pid != shellPID {
-			p.drop()
-			if p.failed != nil && time.Since(p.failedAt) < echoRetry {
-				return "", p.failed
-			}
-			h, err := c.startEcho(ctx, shellPID)
-			if err != nil {
-				if ctx.Err() == nil {
-					p.failed, p.failedAt = err, time.Now()
-				}
-				return "", err
-			}
-			p.h, p.failed, fresh = h, nil, true
-		}
+	if p.h != nil && p.h.pid == shellPID {
 		answer, err := p.h.question(ctx)
 		if err == nil {
 			return answer, nil
 		}
 		p.drop()
-		if fresh || attempt > 0 || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			p.fail(ctx, err)
 			return "", err
 		}
+	}
+	p.drop()
+	if p.failed != nil && time.Since(p.failedAt) < echoRetry {
+		return "", p.failed
+	}
+	h, err := c.startEcho(ctx, shellPID)
+	if err == nil {
+		p.h = h
+		var answer string
+		if answer, err = h.question(ctx); err == nil {
+			p.failed = nil
+			return answer, nil
+		}
+		p.drop()
+	}
+	p.fail(ctx, err)
+	return "", err
+}
+
+// fail remembers err as the helper's failure, unless the caller gave up.
+func (p *echoProbe) fail(ctx context.Context, err error) {
+	if !errors.Is(ctx.Err(), context.Canceled) {
+		p.failed, p.failedAt = err, time.Now()
 	}
 }
 
