@@ -28,9 +28,10 @@ import (
 // echoScript answers every line on its stdin with one line: "ok" or
 // "err", then the words of `stty -a` run on the terminal of shell $1 (its
 // fd 0, opened afresh each time, so a shell that ended answers err).
-// Where /proc is missing it finds the terminal with ps.
+// Where /proc is missing it finds the terminal with ps. stty is looked
+// up in the system's default PATH, never a function or the user's PATH.
 const echoScript = `p=/proc/$1/fd/0; [ -e "$p" ] || p=/dev/$(ps -o tty= -p "$1" 2>/dev/null | tr -d ' '); set -f; ` +
-	`while read -r _; do if s=$(stty -a <"$p" 2>&1); then printf ok; else printf err; fi; printf ' %s' $s; printf '\n'; done`
+	`while read -r _; do if s=$(command -p stty -a <"$p" 2>&1); then printf ok; else printf err; fi; printf ' %s' $s; printf '\n'; done`
 
 // echoTimeout bounds one question, the helper's start included. A key
 // waits for the answer, so it is short; past it the mode is unknown.
