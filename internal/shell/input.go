@@ -98,7 +98,8 @@ func (s *Shell) probeInput(st *InputState) {
 }
 
 // EchoUnknown is SendInput's answer when the backend cannot tell whether
-// the terminal echoes (SSH): callers treat the input as secret.
+// the terminal echoes (it has no reporter, or the look failed): callers
+// treat the input as secret.
 const EchoUnknown = -1
 
 // SendInput types input into the terminal for the agent's running command
@@ -125,15 +126,7 @@ func (s *Shell) SendInput(ctx context.Context, id string, input []byte) (echo in
 	case done:
 		return 0, fmt.Errorf("send input: %w: %s has ended", ErrNotRunning, id)
 	}
-	echo = EchoUnknown
-	if er, ok := s.conn.(EchoReporter); ok {
-		if e, err := er.InputEchoed(); err == nil {
-			echo = 0
-			if e {
-				echo = 1
-			}
-		}
-	}
+	echo = s.inputEcho(ctx)
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.mu.Lock()

@@ -51,8 +51,9 @@ type Options struct {
 	// It runs with the Shell's lock held and must not block.
 	Output func(p []byte)
 	// Input, if set, sees the bytes a human typed while the terminal
-	// echoes (recordings): keystrokes at a password prompt are not passed
-	// on where the backend can tell (see EchoReporter). Same rules.
+	// echoes (recordings): keystrokes at a password prompt, or where the
+	// backend cannot tell, are not passed on (see EchoReporter and
+	// ShellEchoReporter). Same rules.
 	Input func(p []byte)
 	// Resized, if set, sees every terminal size change (recordings). Same rules.
 	Resized func(cols, rows int)

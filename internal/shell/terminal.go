@@ -234,12 +234,7 @@ func (s *Shell) flushHeldOut() {
 // after it, so they can never merge into the agent's line. WithViewer on
 // ctx names who types.
 func (s *Shell) Input(ctx context.Context, p []byte) error {
-	echoed := true
-	if er, ok := s.conn.(EchoReporter); ok {
-		if e, err := er.InputEchoed(); err == nil {
-			echoed = e
-		}
-	}
+	echoed := s.inputEcho(ctx) == EchoOn // unknown: kept out, as a password
 	viewer := viewerFrom(ctx)
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()

@@ -23,7 +23,8 @@
 // itself and plays it in the browser, at 1x, 4x or at once.
 //
 //	browser ──GET /s/{key}──────▶ replay page, when Sessions no longer knows key
-//	        ──GET /s/{key}/cast─▶ Recordings.Recording(key): the .cast file
+//	        ──GET /s/{key}/cast─▶ Recordings.Recording(key): the .cast file,
+//	                              its input events ("i") for the operator only
 //
 // The key in the path is a capability: whoever holds the URL may watch,
 // with no other login. Typing takes more, because the agent holds the URL

@@ -33,7 +33,8 @@ func (s *Server) recording(key string) (name, path string, ok bool) {
 }
 
 // serveCast sends the recording of an ended session, for the replay page's
-// script to play. A key without a recording is not found, like any other.
+// script to play; its input events only to the signed-in operator. A key
+// without a recording is not found, like any other.
 func (s *Server) serveCast(w http.ResponseWriter, r *http.Request) {
 	_, path, ok := s.recording(r.PathValue("key"))
 	if !ok {
@@ -47,6 +48,10 @@ func (s *Server) serveCast(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer f.Close()
+	if !s.operatorRequest(r) {
+		s.serveCastWithoutInput(w, r, f) // castinput.go
+		return
+	}
 	hd := w.Header()
 	hd.Set("Content-Type", castType)
 	hd.Set("Cache-Control", "no-store")

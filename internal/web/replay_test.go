@@ -59,7 +59,17 @@ func TestReplayCast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := body(t, resp); got != string(want) {
+	// No operator signed in: the input event is left out (castinput_test.go).
+	var withoutInput strings.Builder
+	for _, line := range strings.SplitAfter(string(want), "\n") {
+		if !strings.Contains(line, `, "i", `) {
+			withoutInput.WriteString(line)
+		}
+	}
+	if !strings.Contains(string(want), `, "i", "exit\r"]`) {
+		t.Fatalf("the recording has no input event to leave out:\n%s", want)
+	}
+	if got := body(t, resp); got != withoutInput.String() {
 		t.Errorf("cast served differs from the file:\n%s", got)
 	}
 	if _, events, err := recording.Read(strings.NewReader(string(want))); err != nil || len(events) == 0 {

@@ -24,6 +24,8 @@ type conn struct {
 	stdin   io.WriteCloser // its PTY input, unbuffered
 	stdout  io.Reader      // its PTY output (stderr merged by the PTY)
 
+	echo echoProbe // reads the remote terminal's mode (echo.go)
+
 	done chan struct{}
 	wg   sync.WaitGroup // every goroutine this conn started
 

@@ -9,6 +9,9 @@
 //	   ├─ session channel + PTY: the interactive shell (Conn.Read/Write)
 //	   ├─ session channel, no PTY: the relay (Conn.OpenRelay), which streams
 //	   │    the shell's FIFOs "out"/"err" back and writes "in"
+//	   ├─ session channel, no PTY: the echo helper (echo.go), which runs
+//	   │    stty -a on the shell's terminal for every question, so the
+//	   │    keys of a password prompt stay out of recordings
 //	   ├─ short exec channels: Conn.SignalForeground
 //	   └─ keepalive@openssh.com global requests: detect a dead link
 //
