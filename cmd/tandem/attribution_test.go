@@ -52,6 +52,30 @@ def push():
 threading.Thread(target=push).start()
 `
 
+// cparentPy is an agent's background job, a child of the shell, that
+// waits until the human's command runs and then forks with CLONE_PARENT:
+// the new process's parent is the shell and its start falls in the human's
+// command, so only the lineage filter (clone refused) keeps its git push
+// the agent's.
+const cparentPy = `import ctypes, os, sys, time
+ws = sys.argv[1]
+while not os.path.exists(os.path.join(ws, "hum-go")):
+    time.sleep(0.01)
+libc = ctypes.CDLL(None, use_errno=True)
+pid = libc.syscall(56, 0x00008000 | 17, 0, 0, 0, 0)
+if pid == 0:
+    try:
+        os.execvp("git", ["git", "push", "-q", "origin", "main:cparent"])
+    except OSError:
+        os._exit(126)
+if pid < 0:
+    open(os.path.join(ws, "d5.rc"), "w").write("clone refused %d" % ctypes.get_errno())
+    sys.exit()
+while os.path.exists("/proc/%d" % pid) and open("/proc/%d/stat" % pid).read().split(")")[1].split()[0] != "Z":
+    time.sleep(0.01)
+open(os.path.join(ws, "d5.rc"), "w").write("cloned")
+`
+
 // execRec is one program of a command_execs audit record.
 type execRec struct {
 	Argv     []string `json:"argv"`
@@ -112,11 +136,12 @@ func execAfterHuman(t *testing.T, se sess, command string) map[string]any {
 	}
 }
 
-// TestAttributionByAncestry: under a `git push *` deny rule, four
+// TestAttributionByAncestry: under a `git push *` deny rule, five
 // background jobs the agent leaves behind wait until the human's command
 // runs and push from there: one joins the human's foreground process
 // group, one is a double-forked daemon, one runs in a session of its own
-// (setsid), one pushes from a thread it starts then. Each is judged as the
+// (setsid), one pushes from a thread it starts then, one from a process it
+// forks as the shell's child (CLONE_PARENT, which is refused). Each is judged as the
 // agent's and refused; the human's own git push, typed in the terminal,
 // is theirs and runs, and so is one their background job starts while an
 // agent command runs.
@@ -136,11 +161,12 @@ func TestAttributionByAncestry(t *testing.T) {
 	// line's judge lets the line run; the push itself meets exec judging.
 	waitGo := "while [ ! -e " + ws + "/hum-go ]; do sleep 0.02; done\n"
 	for name, body := range map[string]string{
-		"join.py":   joinPy,
-		"daemon.sh": "#!/bin/sh\n" + waitGo + "git push -q origin main:daemon\necho $? >" + ws + "/d2.rc\n",
-		"setsid.sh": "#!/bin/sh\n" + waitGo + "git push -q origin main:setsid\necho $? >" + ws + "/d3.rc\n",
-		"thread.py": threadPy,
-		"hbg.sh":    "#!/bin/sh\nwhile [ ! -e " + ws + "/hbg-go ]; do sleep 0.02; done\ngit push -q origin main:hbg\necho $? >" + ws + "/hbg.rc\n",
+		"join.py":    joinPy,
+		"daemon.sh":  "#!/bin/sh\n" + waitGo + "git push -q origin main:daemon\necho $? >" + ws + "/d2.rc\n",
+		"setsid.sh":  "#!/bin/sh\n" + waitGo + "git push -q origin main:setsid\necho $? >" + ws + "/d3.rc\n",
+		"thread.py":  threadPy,
+		"cparent.py": cparentPy,
+		"hbg.sh":     "#!/bin/sh\nwhile [ ! -e " + ws + "/hbg-go ]; do sleep 0.02; done\ngit push -q origin main:hbg\necho $? >" + ws + "/hbg.rc\n",
 	} {
 		if err := os.WriteFile(filepath.Join(ws, name), []byte(body), 0o755); err != nil {
 			t.Fatal(err)
@@ -148,12 +174,12 @@ func TestAttributionByAncestry(t *testing.T) {
 	}
 	mustOK(t, se.exec(t, "cd "+repo+"; python3 "+ws+"/join.py "+ws+" >/dev/null 2>&1 & "+
 		"( "+ws+"/daemon.sh >/dev/null 2>&1 & ); setsid "+ws+"/setsid.sh >/dev/null 2>&1 & "+
-		"python3 "+ws+"/thread.py "+ws+" >/dev/null 2>&1 &"))
+		"python3 "+ws+"/thread.py "+ws+" >/dev/null 2>&1 & python3 "+ws+"/cparent.py "+ws+" >/dev/null 2>&1 &"))
 
 	// The human's command: one job that holds the terminal until every
 	// background job has tried.
 	typeOverWebSocket(t, url, operator, "sh -c 'touch "+ws+"/hum-go; "+
-		"while [ ! -e "+ws+"/d1.rc ] || [ ! -e "+ws+"/d2.rc ] || [ ! -e "+ws+"/d3.rc ] || { [ ! -e "+ws+"/d4.rc ] && [ ! -e "+ws+"/remote.git/refs/heads/thread ]; }; do sleep 0.02; done'; echo hum-$((6*7))\r", "hum-42")
+		"while [ ! -e "+ws+"/d1.rc ] || [ ! -e "+ws+"/d2.rc ] || [ ! -e "+ws+"/d3.rc ] || [ ! -e "+ws+"/d5.rc ] || { [ ! -e "+ws+"/d4.rc ] && [ ! -e "+ws+"/remote.git/refs/heads/thread ]; }; do sleep 0.02; done'; echo hum-$((6*7))\r", "hum-42")
 
 	if b, err := os.ReadFile(filepath.Join(ws, "joined")); err != nil || len(strings.Fields(string(b))) != 2 || strings.Fields(string(b))[0] != strings.Fields(string(b))[1] {
 		t.Fatalf("the job did not join the human's foreground group: %q %v", b, err)
@@ -162,7 +188,7 @@ func TestAttributionByAncestry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, job := range []struct{ ref, rc string }{{"joined", "d1.rc"}, {"daemon", "d2.rc"}, {"setsid", "d3.rc"}, {"thread", "d4.rc"}} {
+	for _, job := range []struct{ ref, rc string }{{"joined", "d1.rc"}, {"daemon", "d2.rc"}, {"setsid", "d3.rc"}, {"thread", "d4.rc"}, {"cparent", "d5.rc"}} {
 		rc, _ := os.ReadFile(filepath.Join(ws, job.rc))
 		if strings.Contains(string(refs), "refs/heads/"+job.ref) || strings.TrimSpace(string(rc)) == "0" {
 			t.Errorf("%s: the agent's git push ran as the human's command ran (status %q, remote refs %q)", job.ref, rc, refs)

@@ -32,6 +32,13 @@
 // without a second execve. The check that a path exists (a shell
 // searching PATH) is made in the same view.
 //
+// Who started a process (Trace, ancestry.go) is read from its parents and
+// their start times. GuardLineage (lineagefilter.go), installed beside the
+// exec filter, keeps those facts the kernel's: no process of the tree may
+// fork as its parent's sibling (clone with CLONE_PARENT; clone3, whose
+// flags a filter cannot read, gets ENOSYS), attach to another (ptrace
+// ATTACH, SEIZE) or write another's memory (process_vm_writev).
+//
 // What it does not stop: a multithreaded program can rewrite the argv it
 // passed between tandem's read and the kernel's own (the check and the
 // use are not atomic: seccomp user notification is no security boundary

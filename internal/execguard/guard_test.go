@@ -493,3 +493,85 @@ func TestLookSeesTheProcess(t *testing.T) {
 		})
 	}
 }
+
+// TestLineageGuarded: under exec judging no program of the tree can fork
+// as its parent's sibling (clone with CLONE_PARENT, or clone3 whose flags
+// the filter cannot read), attach to another process of the tree (ptrace
+// ATTACH or SEIZE) or write its memory (process_vm_writev, /proc/PID/mem):
+// the parent chain that says whose a program is stays the kernel's. A plain
+// fork, a thread, and a tracer starting its own tracee still work.
+func TestLineageGuarded(t *testing.T) {
+	const py = `
+import ctypes, errno, os, signal, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+res = {}
+def call(name, nr, *args):
+    r = libc.syscall(nr, *[ctypes.c_long(a) for a in args])
+    e = ctypes.get_errno()
+    if r == 0:
+        os._exit(0)  # a clone that succeeded: the child leaves at once
+    if r > 0:
+        try:
+            os.waitpid(r, 0)  # with CLONE_PARENT it is not ours to wait for
+        except ChildProcessError:
+            pass
+        res[name] = "ok"
+    else:
+        res[name] = errno.errorcode.get(e, str(e))
+SIGCHLD = 17
+call("clone CLONE_PARENT", 56, 0x8000 | SIGCHLD, 0, 0, 0, 0)
+call("clone3", 435, 0, 0)
+ppid = os.getppid()
+call("ptrace attach", 101, 16, ppid, 0, 0)
+call("ptrace seize", 101, 0x4206, ppid, 0, 0)
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+buf = ctypes.create_string_buffer(8)
+iov = iovec(ctypes.addressof(buf), 8)
+r = libc.process_vm_writev(ppid, ctypes.byref(iov), 1, ctypes.byref(iov), 1, 0)
+res["process_vm_writev"] = "ok" if r >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+try:
+    os.open("/proc/%d/mem" % ppid, os.O_WRONLY)
+    res["write /proc/PID/mem"] = "ok"
+except OSError as e:
+    res["write /proc/PID/mem"] = errno.errorcode.get(e.errno, str(e.errno))
+pid = os.fork()
+if pid == 0:
+    os._exit(7)
+res["fork"] = "ok" if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 7 else "bad"
+th = threading.Thread(target=lambda: None); th.start(); th.join()
+res["thread"] = "ok"
+pid = os.fork()
+if pid == 0:
+    libc.ptrace(0, 0, 0, 0)  # PTRACE_TRACEME
+    os.kill(os.getpid(), signal.SIGSTOP)
+    os._exit(5)
+os.waitpid(pid, 0)
+libc.ptrace(7, pid, 0, 0)  # PTRACE_CONT
+res["traceme"] = "ok" if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 5 else "bad"
+for k in sorted(res):
+    print("%s=%s" % (k, res[k]))
+`
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the script uses x86_64 syscall numbers") // nothing else is built in CI
+	}
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "lineage.py"), []byte(py), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := start(t, ws, "/usr/bin/python3 lineage.py", nil)
+	g.serve(t, (&log{}).judge)
+	out, code := g.wait(t)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{
+		"clone CLONE_PARENT=EPERM", "clone3=ENOSYS", "ptrace attach=EPERM", "ptrace seize=EPERM",
+		"process_vm_writev=EPERM", "write /proc/PID/mem=EACCES", "fork=ok", "thread=ok", "traceme=ok",
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("want %s; got:\n%s", want, out)
+		}
+	}
+}

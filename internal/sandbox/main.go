@@ -108,11 +108,16 @@ func isolateNetwork(p Policy) error {
 	return nil
 }
 
-// guardExecs installs the exec filter on this (locked) thread and sends
+// guardExecs installs the lineage and exec filters on this (locked) thread and sends
 // its listener to tandem over descriptor sock. From here on, the exec of
 // the program itself waits for tandem's verdict, and fails if tandem has
 // gone.
 func guardExecs(sock int) error {
+	// Who started a program is judged by its parents: no process of the
+	// tree may pick its parent or rewrite another's memory.
+	if err := execguard.GuardLineage(); err != nil {
+		return err
+	}
 	listener, err := execguard.Install()
 	if err != nil {
 		return err
