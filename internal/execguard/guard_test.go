@@ -70,6 +70,7 @@ type guarded struct {
 	cmd    *exec.Cmd
 	out    *bytes.Buffer
 	parent *os.File
+	allow  execguard.SocketRules
 }
 
 // start starts bash -c script in the sandbox with workspace ws, its execs
@@ -118,6 +119,7 @@ func (g *guarded) serve(t *testing.T, judge execguard.Judge) (stop func()) {
 	if err != nil {
 		t.Fatalf("Receive: %v", err)
 	}
+	l.AllowSockets(g.allow)
 	sctx, scancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- l.Serve(sctx, judge) }()

@@ -72,7 +72,7 @@ func Main(args []string) int {
 		}
 	}
 	if p.ExecFD != 0 {
-		if err := guardExecs(p.ExecFD); err != nil {
+		if err := guardExecs(p.ExecFD, !p.ExecsUnjudged); err != nil {
 			return fail(exitRefused, fmt.Errorf("refusing to run %s: %w", argv[0], err))
 		}
 	}
@@ -108,16 +108,23 @@ func isolateNetwork(p Policy) error {
 	return nil
 }
 
-// guardExecs installs the exec filter on this (locked) thread and sends
-// its listener to tandem over descriptor sock. From here on, the exec of
-// the program itself waits for tandem's verdict, and fails if tandem has
-// gone.
-func guardExecs(sock int) error {
-	listener, err := execguard.Install()
+// guardExecs installs the execguard filter on this (locked) thread and
+// sends its listener to tandem over descriptor sock. From here on, the
+// program's connects (and, with execs, the exec of the program itself)
+// wait for tandem, and fail if tandem has gone.
+func guardExecs(sock int, execs bool) error {
+	listener, err := execguard.Install(execs)
 	if err != nil {
 		return err
 	}
-	err = execguard.Send(sock, listener)
+	// The filter holds this thread's sendmsg until tandem answers, and
+	// tandem answers once it has the listener that this sendmsg carries:
+	// another thread sends it. The Go runtime starts no thread from this
+	// locked one (it asks its template thread), so no other thread has
+	// the filter.
+	sent := make(chan error, 1)
+	go func() { sent <- execguard.Send(sock, listener) }()
+	err = <-sent
 	return errors.Join(err, unix.Close(listener), unix.Close(sock))
 }
 
