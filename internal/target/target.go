@@ -256,7 +256,7 @@ func (r *Resolver) Named(tenant, workspace, name string) (session.Target, error)
 		}
 		o := &local.Options{
 			Workspace: t.Workspace, Network: t.Network.On, NoSandbox: t.Sandbox == "none",
-			Self: r.Self, RunDirParent: r.RunDir, Env: r.Env,
+			Self: r.Self, RunDirParent: r.RunDir, Env: r.Env, UnixSockets: t.UnixSockets,
 		}
 		if r.Home != "" {
 			o.UserRC = filepath.Join(r.Home, ".bashrc")

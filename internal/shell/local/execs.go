@@ -21,26 +21,37 @@ var ErrExecJudging = errors.New("exec judging unavailable")
 // receiveTimeout bounds how long Dial waits for the launcher's listener.
 const receiveTimeout = 10 * time.Second
 
-// guard is the exec judging of one sandboxed shell: the launcher's socket
-// until the listener arrives, then the goroutine serving it.
+// guard is the execguard filter of one sandboxed shell (its exec judging
+// and unix socket checks): the launcher's socket until the listener
+// arrives, then the goroutine serving it.
 type guard struct {
 	parent, child *os.File
 	judge         shell.LaunchJudge
+	sockets       execguard.SocketRules
 	cancel        context.CancelFunc
 	done          chan struct{}
 }
 
-// newGuard prepares exec judging with judge, or explains why the kernel
-// cannot.
-func newGuard(judge shell.LaunchJudge) (*guard, error) {
+// newGuard prepares the execguard filter of a sandboxed shell: its
+// connects are allowed where rules say (pathname unix sockets under its
+// roots only), and
+// its execs are judged with judge (nil: the filter sends none), or
+// explains why the kernel cannot.
+func newGuard(judge shell.LaunchJudge, rules execguard.SocketRules) (*guard, error) {
 	if err := execguard.Available(); err != nil {
+		if judge == nil {
+			return nil, fmt.Errorf("%w: tandem checks every unix socket a local session connects to: %w", ErrExecJudging, err)
+		}
 		return nil, fmt.Errorf("%w: the policy's command rules must judge every program a local session starts: %w", ErrExecJudging, err)
+	}
+	if judge == nil {
+		judge = func(context.Context, execguard.Exec, bool) execguard.Verdict { return execguard.Deny }
 	}
 	parent, child, err := execguard.Pair()
 	if err != nil {
 		return nil, err
 	}
-	return &guard{parent: parent, child: child, judge: judge, done: make(chan struct{})}, nil
+	return &guard{parent: parent, child: child, judge: judge, sockets: rules, done: make(chan struct{})}, nil
 }
 
 // started runs once the launcher is running: it drops tandem's copy of
@@ -56,6 +67,7 @@ func (g *guard) started(ctx context.Context, c *conn) error {
 		close(g.done)
 		return err
 	}
+	l.AllowSockets(g.sockets)
 	sctx, scancel := context.WithCancel(context.Background())
 	g.cancel = scancel
 	go func() {
