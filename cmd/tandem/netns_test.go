@@ -558,7 +558,7 @@ func TestNetworkContainment(t *testing.T) {
 						t.Errorf("the fallback is not explained in the reply: %v", sb)
 					}
 					containedFrom(t, s, n, ws, namespace)
-					unixFrom(t, s, n, ws, listed, &listedArr, namespace)
+					unixFrom(t, s, n, ws, listed, &listedArr)
 					if target == "allowed" {
 						got := result(t, s.exec(t, fmt.Sprintf("curl -sS --max-time 20 http://127.0.0.1:%d/", dlPort)))
 						if got["exitCode"] != 0.0 || got["stdout"] != "through the proxy" {
@@ -590,11 +590,11 @@ func acceptInto(ln net.Listener, arr *arrivals, where string) {
 
 // unixFrom checks what session s may still do with unix sockets: reach
 // the socket its target lists, a socketpair, a server and client in its
-// workspace (stream ones only with a namespace: the fallback filter
-// refuses listen); and a racer that rewrites the address between a
+// workspace (under the fallback too, where tandem lets a unix socket
+// listen); and a racer that rewrites the address between a
 // socket in the workspace and one outside, 2000 times, never reaches the
 // outside one.
-func unixFrom(t *testing.T, s sess, n *netTrap, ws, listed string, listedArr *arrivals, namespace bool) {
+func unixFrom(t *testing.T, s sess, n *netTrap, ws, listed string, listedArr *arrivals) {
 	t.Helper()
 	var mb [8]byte
 	_, _ = rand.Read(mb[:])
@@ -608,7 +608,7 @@ func unixFrom(t *testing.T, s sess, n *netTrap, ws, listed string, listedArr *ar
 	}
 	t.Cleanup(func() { _ = gln.Close() })
 	go acceptInto(gln, &goodArr, good)
-	cfg, _ := json.Marshal(map[string]any{"marker": marker, "ws": ws, "listed": listed, "listen": namespace,
+	cfg, _ := json.Marshal(map[string]any{"marker": marker, "ws": ws, "listed": listed, "listen": true,
 		"raceGood": good, "raceBad": n.unixStreams[0]})
 	got := result(t, s.exec(t, "python3 attack.py unix '"+string(cfg)+"'", 120))
 	var res map[string]string
@@ -616,10 +616,7 @@ func unixFrom(t *testing.T, s sess, n *netTrap, ws, listed string, listedArr *ar
 		t.Fatalf("the unix checks did not run: %v %v", err, got)
 	}
 	t.Logf("unix: %v", res)
-	want := map[string]string{"listed": "ok", "socketpair": "ok", "inside datagram": "ok"}
-	if namespace {
-		want["inside stream"] = "ok"
-	}
+	want := map[string]string{"listed": "ok", "socketpair": "ok", "inside datagram": "ok", "inside stream": "ok"}
 	for name, w := range want {
 		if res[name] != w {
 			t.Errorf("%s: %q, want %q", name, res[name], w)

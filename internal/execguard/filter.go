@@ -33,6 +33,7 @@ type abi struct {
 	execve, execveat                   uint32
 	seccomp                            uint32
 	connect, sendto, sendmsg, sendmmsg uint32
+	listen                             uint32
 	socketcall                         uint32 // i386 only
 }
 
@@ -59,16 +60,16 @@ func hostArchs() (archs, bool) {
 	case "amd64":
 		return archs{
 			native: abi{arch: auditArchX86_64, execve: 59, execveat: 322, seccomp: 317,
-				connect: 42, sendto: 44, sendmsg: 46, sendmmsg: 307},
+				connect: 42, sendto: 44, sendmsg: 46, sendmmsg: 307, listen: 50},
 			compat: abi{arch: auditArchI386, execve: 11, execveat: 358, seccomp: 354,
-				connect: 362, sendto: 369, sendmsg: 370, sendmmsg: 345, socketcall: 102},
+				connect: 362, sendto: 369, sendmsg: 370, sendmmsg: 345, listen: 363, socketcall: 102},
 			x32: true}, true
 	case "arm64":
 		return archs{
 			native: abi{arch: auditArchAarch64, execve: 221, execveat: 281, seccomp: 277,
-				connect: 203, sendto: 206, sendmsg: 211, sendmmsg: 269},
+				connect: 203, sendto: 206, sendmsg: 211, sendmmsg: 269, listen: 201},
 			compat: abi{arch: auditArchARM, execve: 11, execveat: 387, seccomp: 383,
-				connect: 283, sendto: 290, sendmsg: 296, sendmmsg: 374}}, true
+				connect: 283, sendto: 290, sendmsg: 296, sendmmsg: 374, listen: 284}}, true
 	}
 	return archs{}, false
 }
@@ -130,6 +131,9 @@ func assemble(prog []insn) []unix.SockFilter {
 //
 // Without execs, execve and execveat are allowed on both ABIs; the rest is
 // the same: every sandboxed session has its unix-socket connects judged.
+// With listens (the network fallback, whose own filter cannot tell a unix
+// socket's listen from a TCP one's), listen is sent to tandem too, which
+// lets a unix socket listen and refuses any other (compat: EPERM).
 // A ring's IORING_OP_CONNECT and IORING_OP_SENDMSG would connect without
 // a connect(2) that the filter sees, so there is no io_uring. tandem reads
 // the compat ABI's pointers as native ones, so its connects are refused.
@@ -138,7 +142,7 @@ func assemble(prog []insn) []unix.SockFilter {
 // first (the newest filter's listener gets a notification that several
 // filters raise) and could let them continue unjudged, so no process of
 // the tree may install one.
-func program(a archs, execs bool) []unix.SockFilter {
+func program(a archs, f Filter) []unix.SockFilter {
 	const (
 		ld   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
 		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
@@ -150,8 +154,12 @@ func program(a archs, execs bool) []unix.SockFilter {
 		x32 = x32SyscallBit
 	}
 	nativeExec, compatExec := "notify", "eperm"
-	if !execs {
+	if !f.Execs {
 		nativeExec, compatExec = "allow", "allow"
+	}
+	nativeListen, compatListen := "allow", "allow"
+	if f.Listens {
+		nativeListen, compatListen = "notify", "eperm"
 	}
 	prog := []insn{
 		{code: ld, k: offArch},
@@ -167,6 +175,7 @@ func program(a archs, execs bool) []unix.SockFilter {
 		{code: jeq, k: a.native.sendto, jt: "sendto"},
 		{code: jeq, k: a.native.sendmsg, jt: "notify"},
 		{code: jeq, k: a.native.sendmmsg, jt: "notify"},
+		{code: jeq, k: a.native.listen, jt: nativeListen},
 		{code: jeq, k: ioUringSetup, jt: "eperm"},
 		{code: jeq, k: ioUringEnter, jt: "eperm"},
 		{code: jeq, k: ioUringRegister, jt: "eperm"},
@@ -180,6 +189,7 @@ func program(a archs, execs bool) []unix.SockFilter {
 		{code: jeq, k: a.compat.sendto, jt: "eperm"},
 		{code: jeq, k: a.compat.sendmsg, jt: "eperm"},
 		{code: jeq, k: a.compat.sendmmsg, jt: "eperm"},
+		{code: jeq, k: a.compat.listen, jt: compatListen},
 		{code: jeq, k: ioUringSetup, jt: "eperm"},
 		{code: jeq, k: ioUringEnter, jt: "eperm"},
 		{code: jeq, k: ioUringRegister, jt: "eperm"},
@@ -209,10 +219,20 @@ func program(a archs, execs bool) []unix.SockFilter {
 	))
 }
 
-// Install puts the calling thread under the filter and returns the
-// filter's listener descriptor (close-on-exec). With execs, every exec
-// waits for tandem's verdict; connects and sends to an address always do
-// (sockets.go). It sets no_new_privs, which
+// Filter says what the filter sends to tandem besides connects and sends
+// to an address, which it always sends.
+type Filter struct {
+	// Execs: every exec waits for tandem's verdict.
+	Execs bool
+	// Listens: every listen waits for tandem, which lets only unix sockets
+	// listen (for the network fallback, which refuses listen itself
+	// otherwise).
+	Listens bool
+}
+
+// Install puts the calling thread under the filter f and returns the
+// filter's listener descriptor (close-on-exec). Connects and sends to an
+// address always wait for tandem (sockets.go). It sets no_new_privs, which
 // an unprivileged filter needs (Landlock has set it already in the
 // launcher).
 //
@@ -222,7 +242,7 @@ func program(a archs, execs bool) []unix.SockFilter {
 // sandbox launcher does. execve ends every other thread, so the program
 // starts with the filter on its only thread and every descendant inherits
 // it; the Go runtime's other threads never exec.
-func Install(execs bool) (int, error) {
+func Install(f Filter) (int, error) {
 	a, ok := hostArchs()
 	if !ok {
 		return -1, fmt.Errorf("%w: not built for %s", ErrUnavailable, runtime.GOARCH)
@@ -230,7 +250,7 @@ func Install(execs bool) (int, error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return -1, fmt.Errorf("exec filter: prctl(PR_SET_NO_NEW_PRIVS): %w", err)
 	}
-	prog := program(a, execs)
+	prog := program(a, f)
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	// WAIT_KILLABLE_RECV (5.19): once tandem has taken a notification, only
 	// a fatal signal ends the wait. Without it a signal (Go's preemption,

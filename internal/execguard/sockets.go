@@ -109,7 +109,7 @@ func isSocketCall(n notif) bool {
 		return false
 	}
 	switch uint32(n.Data.Nr) {
-	case a.native.connect, a.native.sendto, a.native.sendmsg, a.native.sendmmsg:
+	case a.native.connect, a.native.sendto, a.native.sendmsg, a.native.sendmmsg, a.native.listen:
 		return true
 	}
 	return false
@@ -138,6 +138,24 @@ func (l *Listener) socketCall(rc rawConn, n notif) notifResp {
 	own, err := ownNetns(pid)
 	if err != nil {
 		return fail(unix.EACCES)
+	}
+	if uint32(n.Data.Nr) == a.native.listen {
+		// Only with Filter.Listens: a unix socket may serve (in the
+		// workspace: its bind was Landlock's to allow); any other is
+		// refused as the network fallback refuses it. The listen is made
+		// on the duplicate, so a swapped descriptor changes nothing.
+		if domain != unix.AF_UNIX {
+			return fail(unix.EPERM)
+		}
+		if control(rc, func(fd int) error { return idValid(fd, n.ID) }) != nil {
+			return fail(unix.EINTR)
+		}
+		err := unix.Listen(sock, int(int32(n.Data.Args[1])))
+		var errno unix.Errno
+		if err != nil && !errors.As(err, &errno) {
+			errno = unix.EINVAL
+		}
+		return fail(errno)
 	}
 	m := mem{pid: pid}
 	if uint32(n.Data.Nr) == a.native.connect {

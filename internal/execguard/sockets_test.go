@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/execguard"
+	"github.com/tandem-sh/tandem/internal/sandbox"
 )
 
 // unixPy tries the unix sockets named in its JSON argument and prints
@@ -160,9 +161,8 @@ print(json.dumps(res))
 
 // catcher counts what reaches a stream or datagram socket of the test.
 type catcher struct {
-	mu   sync.Mutex
-	got  map[string]int
-	stop []func()
+	mu  sync.Mutex
+	got map[string]int
 }
 
 func (c *catcher) hit(name string) {
@@ -302,4 +302,45 @@ func (g *guarded) serveUnix(t *testing.T, judge execguard.Judge, roots ...string
 	t.Helper()
 	g.allow = execguard.SocketRules{UnixRoots: roots}
 	g.serve(t, judge)
+}
+
+// TestListenUnderNetFilter: under the network fallback filter, which
+// refuses listen itself, the execguard filter sends listen to tandem: a
+// unix socket in the workspace serves, a TCP socket still cannot listen.
+func TestListenUnderNetFilter(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Fatalf("python3 is needed: %v", err)
+	}
+	const py = `
+import errno, json, socket
+res = {}
+for name, fam, addr in [("unix", socket.AF_UNIX, "l.sock"), ("tcp", socket.AF_INET, None)]:
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    try:
+        if addr:
+            s.bind(addr)
+        s.listen(1)
+        res[name] = "ok"
+    except OSError as e:
+        res[name] = "error: " + errno.errorcode.get(e.errno, str(e.errno))
+    s.close()
+print(json.dumps(res))
+`
+	for _, judged := range []bool{false, true} {
+		t.Run(map[bool]string{false: "execs unjudged", true: "execs judged"}[judged], func(t *testing.T) {
+			ws := t.TempDir()
+			g := startWith(t, ws, "exec python3 -c '"+py+"'", nil, func(p *sandbox.Policy) {
+				p.NetFilter, p.ExecsUnjudged = true, !judged
+			})
+			g.serveUnix(t, (&log{}).judge, ws)
+			text, code := g.wait(t)
+			var res map[string]string
+			if err := json.Unmarshal([]byte(strings.TrimSpace(text)), &res); err != nil || code != 0 {
+				t.Fatalf("exit %d, output %q (%v)", code, text, err)
+			}
+			if res["unix"] != "ok" || res["tcp"] != "error: EPERM" {
+				t.Errorf("unix listen %q (want ok), tcp listen %q (want EPERM)", res["unix"], res["tcp"])
+			}
+		})
+	}
 }

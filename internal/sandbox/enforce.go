@@ -75,9 +75,8 @@ func describe(abi int, layer NetLayer) Enforcement {
 		e.TCP = "no way out: the session's network namespace has only its own loopback, where Landlock denies TCP bind and tandem (which makes the session's connects) TCP connect too"
 		e.UDP = "no way out: the session's network namespace has only its own loopback (UDP, DNS, raw sockets, MPTCP and Fast Open included)"
 	default:
-		e.TCP = "denied: no TCP bind (Landlock) or connect (tandem, which makes the session's connects, keeps Landlock's rule); other stream protocols (MPTCP, SCTP), TCP Fast Open and listen are refused by a seccomp filter"
+		e.TCP = "denied: no TCP bind (Landlock) or connect (tandem, which makes the session's connects, keeps Landlock's rule); other stream protocols (MPTCP, SCTP), TCP Fast Open and listen are refused by a seccomp filter (tandem lets UNIX sockets listen)"
 		e.UDP = "denied: a seccomp filter refuses UDP, raw, ping and packet sockets"
-		e.NotEnforced = append(e.NotEnforced, "serving on any socket, UNIX ones included (the fallback filter refuses listen: tmux or ssh-agent cannot start their servers)")
 	}
 	// tandem makes every connect of a session on its behalf (execguard's
 	// filter, installed for every sandboxed session), and checks the path

@@ -67,12 +67,14 @@ func Main(args []string) int {
 		return fail(exitRefused, fmt.Errorf("refusing to run %s: drop capabilities: %w", argv[0], err))
 	}
 	if p.NetFilter {
-		if err := installNetFilter(); err != nil {
+		// With the execguard filter, tandem judges listen (unix sockets
+		// only): the network filter lets it through to it.
+		if err := installNetFilter(p.ExecFD != 0); err != nil {
 			return fail(exitRefused, fmt.Errorf("refusing to run %s: %w", argv[0], err))
 		}
 	}
 	if p.ExecFD != 0 {
-		if err := guardExecs(p.ExecFD, !p.ExecsUnjudged); err != nil {
+		if err := guardExecs(p.ExecFD, execguard.Filter{Execs: !p.ExecsUnjudged, Listens: p.NetFilter}); err != nil {
 			return fail(exitRefused, fmt.Errorf("refusing to run %s: %w", argv[0], err))
 		}
 	}
@@ -112,8 +114,8 @@ func isolateNetwork(p Policy) error {
 // sends its listener to tandem over descriptor sock. From here on, the
 // program's connects (and, with execs, the exec of the program itself)
 // wait for tandem, and fail if tandem has gone.
-func guardExecs(sock int, execs bool) error {
-	listener, err := execguard.Install(execs)
+func guardExecs(sock int, f execguard.Filter) error {
+	listener, err := execguard.Install(f)
 	if err != nil {
 		return err
 	}
