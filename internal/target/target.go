@@ -20,6 +20,7 @@ import (
 	"github.com/tandem-sh/tandem/internal/config"
 	"github.com/tandem-sh/tandem/internal/egress"
 	"github.com/tandem-sh/tandem/internal/redact"
+	"github.com/tandem-sh/tandem/internal/execguard"
 	"github.com/tandem-sh/tandem/internal/sandbox"
 	"github.com/tandem-sh/tandem/internal/seal"
 	"github.com/tandem-sh/tandem/internal/session"
@@ -269,6 +270,9 @@ func (r *Resolver) Named(tenant, workspace, name string) (session.Target, error)
 		if !o.NoSandbox {
 			if err := (sandbox.Policy{Network: t.Network.On}).Supported(); err != nil {
 				return session.Target{}, fmt.Errorf("%w: target %q needs Landlock: %v; set sandbox: none on the target to run it unconfined", ErrSandboxUnavailable, name, err)
+			}
+			if err := execguard.Available(); err != nil {
+				return session.Target{}, fmt.Errorf("%w: target %q: tandem checks every unix socket a sandboxed session connects to with seccomp user notification, and %v; set sandbox: none on the target to run it unconfined", ErrSandboxUnavailable, name, err)
 			}
 			if !o.Network {
 				layer = sandbox.NetNamespace
