@@ -19,8 +19,8 @@ import (
 
 	"github.com/tandem-sh/tandem/internal/config"
 	"github.com/tandem-sh/tandem/internal/egress"
-	"github.com/tandem-sh/tandem/internal/redact"
 	"github.com/tandem-sh/tandem/internal/execguard"
+	"github.com/tandem-sh/tandem/internal/redact"
 	"github.com/tandem-sh/tandem/internal/sandbox"
 	"github.com/tandem-sh/tandem/internal/seal"
 	"github.com/tandem-sh/tandem/internal/session"
