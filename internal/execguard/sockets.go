@@ -262,6 +262,9 @@ func (l *Listener) unixDest(pid int, addr []byte, own bool) (dest int, _ unix.Er
 	if len(addr) < 2 || binary.LittleEndian.Uint16(addr) != unix.AF_UNIX {
 		return -1, 0 // the kernel refuses another family on a unix socket
 	}
+	if len(addr) > int(unsafe.Sizeof(unix.RawSockaddrUnix{})) {
+		return -1, unix.EINVAL // as the kernel says of it
+	}
 	sunPath := addr[2:]
 	if len(sunPath) == 0 || sunPath[0] == 0 {
 		if !own {
