@@ -288,8 +288,14 @@ func (l *Listener) openSocket(pid int, path string) (int, unix.Errno) {
 	v := view{pid: pid, cwd: cwd}
 	name, _, err := v.resolve(path)
 	if err != nil {
+		// Whether a path outside exists is not the session's to learn
+		// (Landlock hides /tmp and /home from it).
+		lexical := path
+		if !strings.HasPrefix(lexical, "/") {
+			lexical = cwd + "/" + lexical
+		}
 		var errno unix.Errno
-		if errors.As(err, &errno) {
+		if errors.As(err, &errno) && l.rules.covers(filepath.Clean(lexical)) {
 			return -1, errno
 		}
 		return -1, unix.EACCES

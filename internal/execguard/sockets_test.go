@@ -147,6 +147,8 @@ def race():
     return "ok %d" % ok
 
 attempt("outside stream", lambda: stream(cfg["outside"]))
+attempt("outside missing", lambda: stream(cfg["outside"] + ".missing"))
+attempt("inside missing", lambda: stream(os.path.join(cfg["ws"], "missing.sock")))
 attempt("outside stream nonblocking", lambda: nonblocking(cfg["outside"]))
 attempt("outside datagram sendto", lambda: dgram(cfg["outsideDgram"]))
 attempt("outside datagram sendmsg", lambda: dgram_msg(cfg["outsideDgram"]))
