@@ -497,13 +497,17 @@ func (n *netTrap) caught(marker string) []string {
 // TestNetworkContainment: from a session with network: false and from
 // one with an allowlist, a hostile program tries every way out we know
 // of (plain TCP, MPTCP, SCTP, TCP Fast Open both ways, UDP, a DNS query,
-// raw, ping and packet sockets, an abstract UNIX socket, io_uring, setns
-// into the host's namespace through /proc) toward
-// listeners of the test on 127.0.0.1, 127.0.0.2 and ::1. Nothing arrives;
-// what it makes listen is not reachable from the host; the allowlisted
-// session still downloads through its proxy. It runs with a network
-// namespace per session and with namespaces off (the fallback filter),
-// where every attempt must fail outright.
+// raw, ping and packet sockets, an abstract UNIX socket, pathname UNIX
+// sockets outside the workspace (stream and datagram, in a temp dir and
+// under /run), io_uring, setns into the host's namespace through /proc)
+// toward listeners of the test on 127.0.0.1, 127.0.0.2, ::1 and those
+// paths. Nothing arrives, not even from a racer that rewrites a workspace
+// socket's path into an outside one; a socket the target lists in
+// unixSockets, a socketpair and a server in the workspace work; what it
+// makes listen is not reachable from the host; the allowlisted session
+// still downloads through its proxy. It runs with a network namespace per
+// session and with namespaces off (the fallback filter), where every
+// attempt must fail outright.
 func TestNetworkContainment(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Fatalf("python3 is needed: %v", err)

@@ -220,6 +220,8 @@ func (p Policy) validate() error {
 	switch {
 	case p.Network && (p.Namespace || p.NetFilter):
 		return errors.New("a policy with network on needs no network namespace or filter")
+	case p.ExecsUnjudged && p.ExecFD == 0:
+		return errors.New("execs unjudged is a mode of the exec filter: it needs its descriptor")
 	case p.Namespace && p.NetFilter:
 		return errors.New("the network filter is the fallback for hosts without namespaces: not both")
 	case (p.ProxyFD != 0 || p.ProxyPort != 0) && (!p.Namespace || p.ProxyFD < 3 || p.ProxyPort == 0 || p.ProxyFD == p.ExecFD):
