@@ -157,14 +157,21 @@ func (l *Listener) Serve(ctx context.Context, judge Judge) error {
 		case rerr != nil:
 			return fmt.Errorf("exec guard: receive: %w", rerr)
 		}
+		if isSocketCall(n) {
+			// Not waited for: a connect made on the process's behalf can
+			// block (a full backlog, a silent host) for as long as the
+			// process's own would, and must not hold up the end of
+			// serving. The process is killable meanwhile; the answer,
+			// once the listener is closed, goes nowhere.
+			go func() {
+				resp := l.socketCall(rc, n)
+				_ = send(rc, &resp)
+			}()
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if isSocketCall(n) {
-				resp := l.socketCall(rc, n)
-				_ = send(rc, &resp)
-				return
-			}
 			if judge == nil {
 				// The filter notifies execs only when they are judged.
 				resp := notifResp{ID: n.ID, Error: -int32(unix.EPERM)}

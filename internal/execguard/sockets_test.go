@@ -7,8 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -300,10 +303,10 @@ func TestUnixSocketsOutsideRefused(t *testing.T) {
 }
 
 // serveUnix is serve with the allowed unix roots.
-func (g *guarded) serveUnix(t *testing.T, judge execguard.Judge, roots ...string) {
+func (g *guarded) serveUnix(t *testing.T, judge execguard.Judge, roots ...string) (stop func()) {
 	t.Helper()
 	g.allow = execguard.SocketRules{UnixRoots: roots}
-	g.serve(t, judge)
+	return g.serve(t, judge)
 }
 
 // TestListenUnderNetFilter: under the network fallback filter, which
@@ -344,5 +347,62 @@ print(json.dumps(res))
 				t.Errorf("unix listen %q (want ok), tcp listen %q (want EPERM)", res["unix"], res["tcp"])
 			}
 		})
+	}
+}
+
+// TestBlockedConnectEndsServing: a connect tandem makes for the process
+// that blocks (the listener's backlog is full) holds up neither the end of
+// serving nor the process's death.
+func TestBlockedConnectEndsServing(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Fatalf("python3 is needed: %v", err)
+	}
+	ws := t.TempDir()
+	sock := filepath.Join(ws, "full.sock")
+	// A listener that never accepts, with the smallest backlog.
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: sock}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	const py = `
+import os, socket, sys
+held = []
+for i in range(8):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    held.append(s)
+    open("connected-%d" % i, "w").close()
+`
+	g := startWith(t, ws, "exec python3 -c '"+py+"' "+sock, nil, func(p *sandbox.Policy) { p.ExecsUnjudged = true })
+	stop := g.serveUnix(t, nil, ws)
+	// The first connects fill the backlog; then one blocks in tandem.
+	pid := strconv.Itoa(g.cmd.Process.Pid)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		_, err := os.Stat(filepath.Join(ws, "connected-0"))
+		b, _ := os.ReadFile("/proc/" + pid + "/syscall")
+		if err == nil && strings.HasPrefix(string(b), map[string]string{"amd64": "42 ", "arm64": "203 "}[runtime.GOARCH]) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("python never blocked in connect (%q, %v)", b, err)
+		}
+	}
+	done := make(chan struct{})
+	go func() { stop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("serving did not end while a connect made for the process blocked")
+	}
+	_ = g.cmd.Process.Kill()
+	if _, code := g.wait(t); code == 0 {
+		t.Errorf("python exited 0")
 	}
 }
