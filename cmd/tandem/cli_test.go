@@ -144,7 +144,7 @@ func TestSandboxCheck(t *testing.T) {
 		}
 	}
 	refused := sandboxReport(sandbox.Enforcement{TCP: "not enforceable"}, sandbox.ErrUnsupported, fmt.Errorf("%w: no user_notif", execguard.ErrUnavailable))
-	for _, want := range []string{"refused on this kernel", "sandbox: none", "exec judging: not available: kernel cannot judge execs: no user_notif"} {
+	for _, want := range []string{"refused on this kernel", "sandbox: none", "exec judging: not available: kernel cannot judge execs: no user_notif", "sandboxed local targets are refused"} {
 		if !strings.Contains(refused, want) {
 			t.Errorf("the refusal lacks %q:\n%s", want, refused)
 		}

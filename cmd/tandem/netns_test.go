@@ -24,7 +24,7 @@ import (
 // instead listens every way it can, writes the ports to a file and serves
 // the marker to whoever connects.
 const attackPy = `
-import ctypes, errno, json, select, socket, struct, sys, os
+import ctypes, errno, json, select, socket, struct, sys, os, threading
 
 cfg = json.loads(sys.argv[2])
 marker = cfg["marker"].encode()
@@ -32,8 +32,8 @@ res = {}
 
 def attempt(name, fn):
     try:
-        fn()
-        res[name] = "ok"
+        r = fn()
+        res[name] = r if isinstance(r, str) else "ok"
     except OSError as e:
         res[name] = "error: " + (errno.errorcode.get(e.errno, str(e.errno)) if e.errno else str(e))
 
@@ -107,6 +107,90 @@ def abstract(name):
     finally:
         s.close()
 
+def unix_stream(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(3)
+    try:
+        s.connect(path)
+        s.sendall(marker)
+    finally:
+        s.close()
+
+def unix_sendto(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        s.sendto(marker, path)
+    finally:
+        s.close()
+
+def unix_sendmsg(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        s.sendmsg([marker], [], 0, path)
+    finally:
+        s.close()
+
+def unix_inside(typ):
+    path = os.path.join(cfg["ws"], "pair-%d.sock" % typ)
+    srv = socket.socket(socket.AF_UNIX, typ)
+    srv.bind(path)
+    try:
+        c = socket.socket(socket.AF_UNIX, typ)
+        if typ == socket.SOCK_STREAM:
+            srv.listen(1)
+            c.connect(path)
+            a, _ = srv.accept()
+            c.sendall(b"hello")
+            got = a.recv(5)
+            a.close()
+        else:
+            c.sendto(b"hello", path)
+            got = srv.recv(5)
+        c.close()
+        return "ok" if got == b"hello" else "got %r" % got
+    finally:
+        srv.close()
+        os.unlink(path)
+
+def unix_pair():
+    a, b = socket.socketpair()
+    a.sendall(b"ping")
+    got = b.recv(4)
+    a.close(); b.close()
+    return "ok" if got == b"ping" else "got %r" % got
+
+def unix_race(good, bad, tries):
+    # A second thread rewrites sun_path between the allowed socket and the
+    # outside one while the first connects, tries times.
+    libc = ctypes.CDLL(None, use_errno=True)
+    class SA(ctypes.Structure):
+        _fields_ = [("family", ctypes.c_ushort), ("path", ctypes.c_char * 108)]
+    good, bad = good.encode(), bad.encode()
+    sa = SA(socket.AF_UNIX, good)
+    base = ctypes.addressof(sa) + SA.path.offset
+    stop = []
+    def flip():
+        while not stop:
+            ctypes.memmove(base, bad + b"\0", len(bad) + 1)
+            ctypes.memmove(base, good + b"\0", len(good) + 1)
+    t = threading.Thread(target=flip)
+    t.start()
+    ok = 0
+    try:
+        for i in range(tries):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            if libc.connect(s.fileno(), ctypes.byref(sa), ctypes.sizeof(sa)) == 0:
+                ok += 1
+                try:
+                    s.send(marker)
+                except OSError:
+                    pass
+            s.close()
+    finally:
+        stop.append(1)
+        t.join()
+    return "ok %d" % ok
+
 def io_uring():
     params = ctypes.create_string_buffer(120)
     libc = ctypes.CDLL(None, use_errno=True)
@@ -158,6 +242,16 @@ def listen_mode(path):
             c.sendall(marker)
             c.close()
 
+if sys.argv[1] == "unix":
+    attempt("listed", lambda: unix_stream(cfg["listed"]))
+    attempt("socketpair", unix_pair)
+    attempt("inside datagram", lambda: unix_inside(socket.SOCK_DGRAM))
+    if cfg["listen"]:
+        attempt("inside stream", lambda: unix_inside(socket.SOCK_STREAM))
+    attempt("race", lambda: unix_race(cfg["raceGood"], cfg["raceBad"], 2000))
+    print(json.dumps(res))
+    sys.exit(0)
+
 if sys.argv[1] == "listen":
     listen_mode(sys.argv[3])
     sys.exit(0)
@@ -177,6 +271,11 @@ for h in ["127.0.0.1", "127.0.0.2"]:
     attempt("ping socket %s" % h, lambda: raw(h, socket.SOCK_DGRAM, socket.IPPROTO_ICMP))
 attempt("packet socket", packet)
 attempt("abstract unix", lambda: abstract(cfg["abstract"]))
+for path in cfg["unixStreams"]:
+    attempt("unix stream %s" % path, lambda: unix_stream(path))
+for path in cfg["unixDgrams"]:
+    attempt("unix sendto %s" % path, lambda: unix_sendto(path))
+    attempt("unix sendmsg %s" % path, lambda: unix_sendmsg(path))
 attempt("io_uring_setup", io_uring)
 h, p = cfg["udp"][0]
 attempt("setns into pid 1's network namespace", lambda: setns_then_udp(1, h, p))
@@ -217,6 +316,9 @@ type netTrap struct {
 	dns      [2]any
 	abstract string
 	streams  map[string]string // listener name → network for the sentinel
+	// Pathname unix sockets outside any session's workspace: in a temp
+	// dir and in a directory under /run, which sessions may read.
+	unixStreams, unixDgrams []string
 }
 
 // trap starts the listeners: TCP and UDP on 127.0.0.1, 127.0.0.2 and ::1,
@@ -281,6 +383,31 @@ func trap(t *testing.T) *netTrap {
 	_, _ = rand.Read(rb[:])
 	n.abstract = "tandem-test-" + hex.EncodeToString(rb[:])
 	serveStream("unix", "@"+n.abstract)
+	runDir, err := os.MkdirTemp("/run", "tandem-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(runDir) })
+	for _, dir := range []string{t.TempDir(), runDir} {
+		n.unixStreams = append(n.unixStreams, serveStream("unix", filepath.Join(dir, "stream.sock")).Addr().String())
+		path := filepath.Join(dir, "dgram.sock")
+		pc, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = pc.Close() })
+		n.unixDgrams = append(n.unixDgrams, path)
+		go func() {
+			var b [2048]byte
+			for {
+				k, _, err := pc.ReadFrom(b[:])
+				if err != nil {
+					return
+				}
+				n.arr.note(path, "datagram: "+string(b[:k]))
+			}
+		}()
+	}
 
 	icmp, err := net.ListenPacket("ip4:icmp", "0.0.0.0")
 	if err != nil {
@@ -311,7 +438,7 @@ func (n *netTrap) settle(t *testing.T) {
 	var names []string
 	for name, network := range n.streams {
 		addr := name
-		if network == "unix" {
+		if network == "unix" && !strings.HasPrefix(name, "/") {
 			addr = "@" + n.abstract
 		}
 		c, err := net.Dial(network, addr)
@@ -321,6 +448,15 @@ func (n *netTrap) settle(t *testing.T) {
 		_, _ = c.Write([]byte(sentinel))
 		_ = c.Close()
 		names = append(names, name)
+	}
+	for _, path := range n.unixDgrams {
+		c, err := net.Dial("unixgram", path)
+		if err != nil {
+			t.Fatalf("sentinel to %s: %v", path, err)
+		}
+		_, _ = c.Write([]byte(sentinel))
+		_ = c.Close()
+		names = append(names, path)
 	}
 	for _, u := range append(n.udp, n.dns) {
 		addr := net.JoinHostPort(u[0].(string), strconv.Itoa(u[1].(int)))
@@ -361,13 +497,17 @@ func (n *netTrap) caught(marker string) []string {
 // TestNetworkContainment: from a session with network: false and from
 // one with an allowlist, a hostile program tries every way out we know
 // of (plain TCP, MPTCP, SCTP, TCP Fast Open both ways, UDP, a DNS query,
-// raw, ping and packet sockets, an abstract UNIX socket, io_uring, setns
-// into the host's namespace through /proc) toward
-// listeners of the test on 127.0.0.1, 127.0.0.2 and ::1. Nothing arrives;
-// what it makes listen is not reachable from the host; the allowlisted
-// session still downloads through its proxy. It runs with a network
-// namespace per session and with namespaces off (the fallback filter),
-// where every attempt must fail outright.
+// raw, ping and packet sockets, an abstract UNIX socket, pathname UNIX
+// sockets outside the workspace (stream and datagram, in a temp dir and
+// under /run), io_uring, setns into the host's namespace through /proc)
+// toward listeners of the test on 127.0.0.1, 127.0.0.2, ::1 and those
+// paths. Nothing arrives, not even from a racer that rewrites a workspace
+// socket's path into an outside one; a socket the target lists in
+// unixSockets, a socketpair and a server in the workspace work; what it
+// makes listen is not reachable from the host; the allowlisted session
+// still downloads through its proxy. It runs with a network namespace per
+// session and with namespaces off (the fallback filter), where every
+// attempt must fail outright.
 func TestNetworkContainment(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Fatalf("python3 is needed: %v", err)
@@ -383,10 +523,21 @@ func TestNetworkContainment(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(ws, "attack.py"), []byte(attackPy), 0o644); err != nil {
 				t.Fatal(err)
 			}
+			// A socket the targets list (unixSockets) is reachable.
+			listed := filepath.Join(t.TempDir(), "listed.sock")
+			var listedArr arrivals
+			listedArr.seen = map[string][]string{}
+			lln, err := net.Listen("unix", listed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = lln.Close() })
+			go acceptInto(lln, &listedArr, listed)
 			cfg := egressConfig(ws, map[string]string{
 				"off":     "false",
 				"allowed": fmt.Sprintf(`{allow: ["127.0.0.1:%d"]}`, dlPort),
 			}, "allowAdHoc: false\n")
+			cfg = strings.ReplaceAll(cfg, "    network: ", "    unixSockets: ["+listed+"]\n    network: ")
 			var env []string
 			if !namespace {
 				env = []string{"TANDEM_NETNS=off"}
@@ -411,6 +562,7 @@ func TestNetworkContainment(t *testing.T) {
 						t.Errorf("the fallback is not explained in the reply: %v", sb)
 					}
 					containedFrom(t, s, n, ws, namespace)
+					unixFrom(t, s, n, ws, listed, &listedArr)
 					if target == "allowed" {
 						got := result(t, s.exec(t, fmt.Sprintf("curl -sS --max-time 20 http://127.0.0.1:%d/", dlPort)))
 						if got["exitCode"] != 0.0 || got["stdout"] != "through the proxy" {
@@ -423,6 +575,71 @@ func TestNetworkContainment(t *testing.T) {
 	}
 }
 
+// acceptInto records what each connection to ln sends, as where.
+func acceptInto(ln net.Listener, arr *arrivals, where string) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			var b [256]byte
+			k, _ := c.Read(b[:])
+			arr.note(where, "connection: "+string(b[:k]))
+		}()
+	}
+}
+
+// unixFrom checks what session s may still do with unix sockets: reach
+// the socket its target lists, a socketpair, a server and client in its
+// workspace (under the fallback too, where tandem lets a unix socket
+// listen); and a racer that rewrites the address between a
+// socket in the workspace and one outside, 2000 times, never reaches the
+// outside one.
+func unixFrom(t *testing.T, s sess, n *netTrap, ws, listed string, listedArr *arrivals) {
+	t.Helper()
+	var mb [8]byte
+	_, _ = rand.Read(mb[:])
+	marker := "unix" + hex.EncodeToString(mb[:])
+	good := filepath.Join(ws, s.name+"-race.sock")
+	var goodArr arrivals
+	goodArr.seen = map[string][]string{}
+	gln, err := net.Listen("unix", good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gln.Close() })
+	go acceptInto(gln, &goodArr, good)
+	cfg, _ := json.Marshal(map[string]any{"marker": marker, "ws": ws, "listed": listed, "listen": true,
+		"raceGood": good, "raceBad": n.unixStreams[0]})
+	got := result(t, s.exec(t, "python3 attack.py unix '"+string(cfg)+"'", 120))
+	var res map[string]string
+	if err := json.Unmarshal([]byte(str(got["stdout"])), &res); err != nil {
+		t.Fatalf("the unix checks did not run: %v %v", err, got)
+	}
+	t.Logf("unix: %v", res)
+	want := map[string]string{"listed": "ok", "socketpair": "ok", "inside datagram": "ok", "inside stream": "ok"}
+	for name, w := range want {
+		if res[name] != w {
+			t.Errorf("%s: %q, want %q", name, res[name], w)
+		}
+	}
+	if !strings.HasPrefix(res["race"], "ok ") || res["race"] == "ok 0" {
+		t.Errorf("the racer never reached the workspace socket: %q", res["race"])
+	}
+	for deadline := time.Now().Add(10 * time.Second); !listedArr.has(listed, marker); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing reached the listed socket %s", listed)
+		}
+	}
+	n.settle(t)
+	if c := n.caught(marker); len(c) > 0 {
+		t.Errorf("the racer reached the outside socket:\n%s", strings.Join(c, "\n"))
+	}
+}
+
 // containedFrom runs the attacks from session s and checks that nothing
 // got out.
 func containedFrom(t *testing.T, s sess, n *netTrap, ws string, namespace bool) {
@@ -430,7 +647,8 @@ func containedFrom(t *testing.T, s sess, n *netTrap, ws string, namespace bool) 
 	var mb [8]byte
 	_, _ = rand.Read(mb[:])
 	marker := "escape" + hex.EncodeToString(mb[:])
-	cfg, _ := json.Marshal(map[string]any{"marker": marker, "tcp": n.tcp, "udp": n.udp, "dns": n.dns, "abstract": n.abstract})
+	cfg, _ := json.Marshal(map[string]any{"marker": marker, "tcp": n.tcp, "udp": n.udp, "dns": n.dns, "abstract": n.abstract,
+		"unixStreams": n.unixStreams, "unixDgrams": n.unixDgrams})
 	got := result(t, s.exec(t, "python3 attack.py attack '"+string(cfg)+"'", 120))
 	var attempts map[string]string
 	if err := json.Unmarshal([]byte(str(got["stdout"])), &attempts); err != nil || len(attempts) < 20 {

@@ -24,7 +24,12 @@ func sandboxCmd(stdout io.Writer) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			err := (sandbox.Policy{Network: network}).Supported()
-			report := sandboxReport(describeSandbox(cmd.Context(), network, os.Getenv("TANDEM_NETNS") == "off"), err, execguard.Available())
+			execErr := execguard.Available()
+			if err == nil && execErr != nil {
+				// Every sandboxed session's unix sockets are checked by it.
+				err = fmt.Errorf("%w: tandem checks the unix sockets of every sandboxed session with seccomp user notification: %v", sandbox.ErrUnsupported, execErr)
+			}
+			report := sandboxReport(describeSandbox(cmd.Context(), network, os.Getenv("TANDEM_NETNS") == "off"), err, execErr)
 			if _, werr := io.WriteString(stdout, report); werr != nil {
 				return werr
 			}
@@ -78,9 +83,9 @@ func sandboxReport(e sandbox.Enforcement, refused, execErr error) string {
 	fmt.Fprintf(&b, "  filesystem:   %s\n  tcp:          %s\n  udp:          %s\n  unix sockets: %s\n  signals:      %s\n",
 		e.Filesystem, e.TCP, e.UDP, e.UnixSockets, e.Signals)
 	if execErr == nil {
-		b.WriteString("  exec judging: available (seccomp user notification): every program a command starts is judged by the command rules\n")
+		b.WriteString("  exec judging: available (seccomp user notification): every program a command starts is judged by the command rules, and every connect is checked (unix sockets)\n")
 	} else {
-		fmt.Fprintf(&b, "  exec judging: not available: %v; a local target whose policy has command rules is refused\n", execErr)
+		fmt.Fprintf(&b, "  exec judging: not available: %v; sandboxed local targets are refused (their unix sockets are checked with it)\n", execErr)
 	}
 	for _, n := range e.NotEnforced {
 		fmt.Fprintf(&b, "  not enforced: %s\n", n)

@@ -238,6 +238,11 @@ type Target struct {
 	// read to the default system set: e.g. ~/.bashrc and the tool
 	// directories it sets up, so the user's own rc file loads.
 	ReadOnly []string `yaml:"readOnly"`
+	// UnixSockets lists pathname unix sockets (or directories of them)
+	// outside the workspace that a sandboxed local session may connect
+	// to, e.g. a database's socket: every other one outside the workspace
+	// and the session's private directories is refused. Absolute paths.
+	UnixSockets []string `yaml:"unixSockets"`
 
 	Host          string `yaml:"host"`
 	Port          int    `yaml:"port"`
@@ -672,7 +677,20 @@ func validateTargets(prefix string, ts []Target, base, home string, bad func(key
 					bad(fmt.Sprintf("%s.readOnly[%d]", k, j), "%q does not exist", t.ReadOnly[j])
 				}
 			}
+			for j, p := range t.UnixSockets {
+				switch {
+				case !filepath.IsAbs(p):
+					bad(fmt.Sprintf("%s.unixSockets[%d]", k, j), "%q is not an absolute path", p)
+				case t.Sandbox == "none":
+					bad(fmt.Sprintf("%s.unixSockets[%d]", k, j), "applies with the sandbox only: with sandbox: none every socket is reachable")
+				default:
+					t.UnixSockets[j] = filepath.Clean(p)
+				}
+			}
 		case "ssh":
+			if len(t.UnixSockets) > 0 {
+				bad(k+".unixSockets", "applies to local targets only")
+			}
 			if t.Network.On || t.Network.Proxied() {
 				bad(k+".network", "applies to local targets only: tandem cannot confine a remote host's network")
 			}

@@ -15,6 +15,20 @@
 //	  Install ──listener fd──Send──────▶ Receive ─▶ Serve ─▶ Judge
 //	  execve(shell) ◀── held ──────────────────────── continue / EPERM
 //
+// The same filter keeps a session's sockets (sockets.go), and the launcher
+// installs it for every sandboxed session, exec judging or not (Filter):
+// connect, sendmsg, sendmmsg and a sendto that names an address wait on
+// tandem too. tandem makes each connect itself, on a duplicate of the
+// process's socket (pidfd_getfd), so that what it checked is what
+// connects: a pathname unix socket only under the allowed roots
+// (SocketRules: the workspace, the session's run dir, the target's
+// unixSockets), resolved in the process's view; an Internet stream socket
+// only to the allowed ports, as Landlock's rule says. io_uring is refused
+// (a ring connects without connect(2)). Under the network fallback, which
+// cannot tell a unix socket's listen from a TCP one's, listen waits on
+// tandem as well (unix sockets only). A process chain can have one filter
+// with a listener, so one filter does both.
+//
 // The package fails closed. Once the listener is gone (tandem closed it,
 // or never received it, or died) the kernel fails every pending and later
 // exec of the tree with ENOSYS; a process whose arguments cannot be read

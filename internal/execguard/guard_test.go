@@ -70,11 +70,18 @@ type guarded struct {
 	cmd    *exec.Cmd
 	out    *bytes.Buffer
 	parent *os.File
+	allow  execguard.SocketRules
 }
 
 // start starts bash -c script in the sandbox with workspace ws, its execs
 // sent to tandem's end of the pair (returned, not yet received).
 func start(t *testing.T, ws, script string, stdin *os.File) *guarded {
+	t.Helper()
+	return startWith(t, ws, script, stdin, nil)
+}
+
+// startWith is start with the policy changed by edit first (unless nil).
+func startWith(t *testing.T, ws, script string, stdin *os.File, edit func(*sandbox.Policy)) *guarded {
 	t.Helper()
 	if err := execguard.Available(); err != nil {
 		testenv.Missing(t, "%v", err)
@@ -88,6 +95,9 @@ func start(t *testing.T, ws, script string, stdin *os.File) *guarded {
 	}
 	t.Cleanup(func() { _ = parent.Close() })
 	p := sandbox.Policy{ReadWrite: []string{ws}, ReadOnly: sandbox.DefaultReadOnly(), ExecFD: 3}
+	if edit != nil {
+		edit(&p)
+	}
 	cmd, err := sandbox.Command(self, p, []string{"/bin/bash", "-c", script})
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +128,7 @@ func (g *guarded) serve(t *testing.T, judge execguard.Judge) (stop func()) {
 	if err != nil {
 		t.Fatalf("Receive: %v", err)
 	}
+	l.AllowSockets(g.allow)
 	sctx, scancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- l.Serve(sctx, judge) }()

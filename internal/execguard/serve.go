@@ -91,7 +91,8 @@ const atFDCWD = -100
 // Listener is the tandem end of one exec filter: every exec of the
 // filtered process tree waits on it until Serve answers.
 type Listener struct {
-	f *os.File
+	f     *os.File
+	rules SocketRules // set by AllowSockets before Serve
 }
 
 // newListener wraps a received descriptor after checking that it is a
@@ -116,11 +117,13 @@ func (l *Listener) Close() error { return l.f.Close() }
 // errOrphaned ends Serve: no process uses the filter any more.
 var errOrphaned = errors.New("no process left")
 
-// Serve answers the listener's execs with judge until ctx ends or every
-// process of the tree has exited, then closes the listener (execs still
-// waiting fail with ENOSYS). Each exec is judged in its own goroutine, so
-// one that waits for a human holds up no other. Serve returns nil when the
-// tree has exited, ctx.Err() when ctx ended.
+// Serve answers the listener's execs with judge, and its processes'
+// connects and sends by the rules AllowSockets set (sockets.go), until ctx
+// ends or every process of the tree has exited, then closes the listener
+// (calls still waiting fail with ENOSYS). A nil judge denies every exec (a
+// filter installed without exec judging sends none). Each call is answered
+// in its own goroutine, so one that waits for a human holds up no other.
+// Serve returns nil when the tree has exited, ctx.Err() when ctx ended.
 func (l *Listener) Serve(ctx context.Context, judge Judge) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -154,9 +157,27 @@ func (l *Listener) Serve(ctx context.Context, judge Judge) error {
 		case rerr != nil:
 			return fmt.Errorf("exec guard: receive: %w", rerr)
 		}
+		if isSocketCall(n) {
+			// Not waited for: a connect made on the process's behalf can
+			// block (a full backlog, a silent host) for as long as the
+			// process's own would, and must not hold up the end of
+			// serving. The process is killable meanwhile; the answer,
+			// once the listener is closed, goes nowhere.
+			go func() {
+				resp := l.socketCall(rc, n)
+				_ = send(rc, &resp)
+			}()
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if judge == nil {
+				// The filter notifies execs only when they are judged.
+				resp := notifResp{ID: n.ID, Error: -int32(unix.EPERM)}
+				_ = send(rc, &resp)
+				return
+			}
 			l.answer(ctx, rc, n, judge)
 		}()
 	}
@@ -216,9 +237,14 @@ func (l *Listener) answer(ctx context.Context, rc rawConn, n notif, judge Judge)
 	if v == Allow {
 		resp = notifResp{ID: n.ID, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
 	}
-	// ENOENT: the process was killed while it waited; nothing to answer.
-	_ = control(rc, func(fd int) error {
-		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+	_ = send(rc, &resp)
+}
+
+// send answers a notification. ENOENT: the process was killed while it
+// waited; nothing to answer.
+func send(rc rawConn, resp *notifResp) error {
+	return control(rc, func(fd int) error {
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(resp)))
 		if errno != 0 {
 			return errno
 		}

@@ -24,9 +24,8 @@ type Enforcement struct {
 
 // Landlock ABIs that add restrictions beyond the file system and TCP.
 const (
-	minScopeABI    = 6  // signals and abstract UNIX sockets scoped
-	minUnixPathABI = 9  // connecting to UNIX sockets by path
-	minUDPABI      = 10 // UDP
+	minScopeABI = 6  // signals and abstract UNIX sockets scoped
+	minUDPABI   = 10 // UDP
 )
 
 // Describe reports what the kernel enforces for a sandboxed session whose
@@ -48,7 +47,7 @@ func (e Enforcement) Proxied() Enforcement {
 	case e.Network == string(NetNamespace):
 		e.TCP = "only to the session's egress proxy, on a port of the session's own loopback (its network namespace has no other way out); the proxy lets through the hosts of the target's network.allow"
 	case e.LandlockABI >= minNetABI:
-		e.TCP = "connect to one port only: the session's port on tandem's egress proxy, which lets through the hosts of the target's network.allow (Landlock allows the port on any address); no bind, no listen"
+		e.TCP = "connect to one port only: the session's port on tandem's egress proxy, which lets through the hosts of the target's network.allow (the port is allowed on any address); no bind, no listen"
 	}
 	e.NotEnforced = append(e.NotEnforced, "a host the allowlist lets through can carry anything (a tool that tunnels over an allowed host)")
 	return e
@@ -73,27 +72,21 @@ func describe(abi int, layer NetLayer) Enforcement {
 		e.TCP = fmt.Sprintf("not enforceable with Landlock ABI %d: sandboxed sessions are refused", abi)
 		e.UDP = e.TCP
 	case layer == NetNamespace:
-		e.TCP = "no way out: the session's network namespace has only its own loopback, and Landlock denies TCP bind and connect there too"
+		e.TCP = "no way out: the session's network namespace has only its own loopback, where Landlock denies TCP bind and tandem (which makes the session's connects) TCP connect too"
 		e.UDP = "no way out: the session's network namespace has only its own loopback (UDP, DNS, raw sockets, MPTCP and Fast Open included)"
 	default:
-		e.TCP = "denied: no TCP bind or connect (Landlock); other stream protocols (MPTCP, SCTP), TCP Fast Open and listen are refused by a seccomp filter"
+		e.TCP = "denied: no TCP bind (Landlock) or connect (tandem, which makes the session's connects, keeps Landlock's rule); other stream protocols (MPTCP, SCTP), TCP Fast Open and listen are refused by a seccomp filter (tandem lets UNIX sockets listen)"
 		e.UDP = "denied: a seccomp filter refuses UDP, raw, ping and packet sockets"
-		e.NotEnforced = append(e.NotEnforced, "serving on any socket, UNIX ones included (the fallback filter refuses listen: tmux or ssh-agent cannot start their servers)")
 	}
-	abstract := "abstract sockets outside the sandbox are unreachable"
+	// tandem makes every connect of a session on its behalf (execguard's
+	// filter, installed for every sandboxed session), and checks the path
+	// of a unix socket there, whatever the Landlock ABI.
+	abstract := "abstract sockets are refused (tandem makes the session's connects, and its own would pass Landlock's scoping)"
 	if layer == NetNamespace {
 		abstract = "abstract sockets only of the session's own network namespace"
 	}
-	switch {
-	case abi >= minUnixPathABI:
-		e.UnixSockets = abstract + "; path sockets only in the workspace and TMPDIR"
-	case abi >= minScopeABI || layer == NetNamespace:
-		e.UnixSockets = fmt.Sprintf("%s; connecting to path sockets is not restricted (Landlock ABI %d < %d)", abstract, abi, minUnixPathABI)
-		e.NotEnforced = append(e.NotEnforced, "connecting to UNIX sockets by path (e.g. a daemon's socket under /run)")
-	default:
-		e.UnixSockets = fmt.Sprintf("not restricted (Landlock ABI %d < %d)", abi, minScopeABI)
-		e.NotEnforced = append(e.NotEnforced, "UNIX sockets, abstract and by path")
-	}
+	e.UnixSockets = abstract + "; path sockets only in the workspace, the session's private directories (run dir, TMPDIR, HOME) and the target's unixSockets: tandem resolves the path as the session sees it and connects on its behalf; socketpair works"
+	e.NotEnforced = append(e.NotEnforced, "a unix datagram sent to a path is checked, then sent by the kernel: a second thread that rewrites its address after the check can send it to a socket outside (connects have no such race)")
 	if abi >= minScopeABI {
 		e.Signals = "denied to processes outside the sandbox (tandem included)"
 	} else {

@@ -13,13 +13,13 @@ func TestDescribePerLayer(t *testing.T) {
 		layer                NetLayer
 		tcp, udp, unix, sigs string
 	}{
-		{3, NetNamespace, "not enforceable", "not enforceable", "abstract sockets only of the session's own network namespace; connecting", "not scoped"},
-		{4, NetSeccomp, "denied", "denied: a seccomp filter", "not restricted", "not scoped"},
-		{6, NetNamespace, "no way out", "no way out", "abstract sockets only of the session's own network namespace; connecting", "denied"},
-		{7, NetSeccomp, "denied", "denied: a seccomp filter", "abstract sockets outside the sandbox are unreachable; connecting", "denied"},
+		{3, NetNamespace, "not enforceable", "not enforceable", "abstract sockets only of the session's own network namespace; path sockets only", "not scoped"},
+		{4, NetSeccomp, "denied", "denied: a seccomp filter", "abstract sockets are refused", "not scoped"},
+		{6, NetNamespace, "no way out", "no way out", "abstract sockets only of the session's own network namespace; path sockets only", "denied"},
+		{7, NetSeccomp, "denied", "denied: a seccomp filter", "abstract sockets are refused", "denied"},
 		{9, NetNamespace, "no way out", "no way out", "abstract sockets only of the session's own network namespace; path sockets only", "denied"},
-		{10, NetSeccomp, "denied", "denied", "abstract sockets outside the sandbox are unreachable; path sockets only", "denied"},
-		{7, NetHost, "allowed", "allowed", "abstract sockets outside the sandbox are unreachable; connecting", "denied"},
+		{10, NetSeccomp, "denied", "denied", "abstract sockets are refused", "denied"},
+		{7, NetHost, "allowed", "allowed", "abstract sockets are refused", "denied"},
 	} {
 		e := describe(tc.abi, tc.layer)
 		if e.Network != string(tc.layer) {
@@ -29,6 +29,9 @@ func TestDescribePerLayer(t *testing.T) {
 			if !strings.HasPrefix(c.got, c.want) {
 				t.Errorf("ABI %d %s: %q, want it to start with %q", tc.abi, tc.layer, c.got, c.want)
 			}
+		}
+		if !strings.Contains(e.UnixSockets, "unixSockets") || strings.Contains(strings.Join(e.NotEnforced, "|"), "UNIX sockets by path") {
+			t.Errorf("ABI %d %s: path sockets are checked by tandem on every ABI: %q %v", tc.abi, tc.layer, e.UnixSockets, e.NotEnforced)
 		}
 		if strings.Contains(strings.Join(e.NotEnforced, "|"), "UDP") {
 			t.Errorf("ABI %d %s: UDP in notEnforced %v: every layer stops it now", tc.abi, tc.layer, e.NotEnforced)

@@ -67,12 +67,14 @@ func Main(args []string) int {
 		return fail(exitRefused, fmt.Errorf("refusing to run %s: drop capabilities: %w", argv[0], err))
 	}
 	if p.NetFilter {
-		if err := installNetFilter(); err != nil {
+		// With the execguard filter, tandem judges listen (unix sockets
+		// only): the network filter lets it through to it.
+		if err := installNetFilter(p.ExecFD != 0); err != nil {
 			return fail(exitRefused, fmt.Errorf("refusing to run %s: %w", argv[0], err))
 		}
 	}
 	if p.ExecFD != 0 {
-		if err := guardExecs(p.ExecFD); err != nil {
+		if err := guardExecs(p.ExecFD, execguard.Filter{Execs: !p.ExecsUnjudged, Listens: p.NetFilter}); err != nil {
 			return fail(exitRefused, fmt.Errorf("refusing to run %s: %w", argv[0], err))
 		}
 	}
@@ -108,21 +110,30 @@ func isolateNetwork(p Policy) error {
 	return nil
 }
 
-// guardExecs installs the lineage and exec filters on this (locked) thread and sends
-// its listener to tandem over descriptor sock. From here on, the exec of
-// the program itself waits for tandem's verdict, and fails if tandem has
-// gone.
-func guardExecs(sock int) error {
-	// Who started a program is judged by its parents: no process of the
-	// tree may pick its parent or rewrite another's memory.
-	if err := execguard.GuardLineage(); err != nil {
-		return err
+// guardExecs installs the execguard filter on this (locked) thread and
+// sends its listener to tandem over descriptor sock. From here on, the
+// program's connects (and, with execs, the exec of the program itself)
+// wait for tandem, and fail if tandem has gone.
+func guardExecs(sock int, f execguard.Filter) error {
+	if f.Execs {
+		// Who started a program is judged by its parents: no process of
+		// the tree may pick its parent or rewrite another's memory.
+		if err := execguard.GuardLineage(); err != nil {
+			return err
+		}
 	}
-	listener, err := execguard.Install()
+	listener, err := execguard.Install(f)
 	if err != nil {
 		return err
 	}
-	err = execguard.Send(sock, listener)
+	// The filter holds this thread's sendmsg until tandem answers, and
+	// tandem answers once it has the listener that this sendmsg carries:
+	// another thread sends it. The Go runtime starts no thread from this
+	// locked one (it asks its template thread), so no other thread has
+	// the filter.
+	sent := make(chan error, 1)
+	go func() { sent <- execguard.Send(sock, listener) }()
+	err = <-sent
 	return errors.Join(err, unix.Close(listener), unix.Close(sock))
 }
 

@@ -21,7 +21,9 @@ import (
 //	    AF_VSOCK, AF_SMC, AF_TIPC, ... refused)
 //	listen: refused (listen autobinds an unbound TCP socket to a port,
 //	    which Landlock's bind rule never sees; the filter cannot tell a UNIX
-//	    socket's descriptor from a TCP one's)
+//	    socket's descriptor from a TCP one's), unless the execguard filter
+//	    is installed too: it sends listen to tandem, which listens on a
+//	    duplicate of a UNIX socket and refuses any other (EPERM)
 //	sendto, sendmsg, sendmmsg with MSG_FASTOPEN: refused (a connect
 //	    without connect(2))
 //	setsockopt(IPPROTO_TCP, TCP_FASTOPEN_CONNECT or TCP_ULP): refused
@@ -138,7 +140,7 @@ const (
 )
 
 // netProgram is the filter's BPF program (see the comment at the top).
-func netProgram(a netArchs) ([]unix.SockFilter, error) {
+func netProgram(a netArchs, listenJudged bool) ([]unix.SockFilter, error) {
 	x32 := uint32(0) // a mask that never matches when there is no x32 ABI
 	if a.x32 {
 		x32 = x32SyscallBit
@@ -151,9 +153,13 @@ func netProgram(a netArchs) ([]unix.SockFilter, error) {
 		{label: "native", code: bpfLd, k: offNr},
 		{code: bpfJset, k: x32, jt: "enosys"},
 	}
-	prog = append(prog, dispatch(a.native, "n_")...)
+	native, compat := a.native, a.compat
+	if listenJudged {
+		native.listen, compat.listen = 0, 0
+	}
+	prog = append(prog, dispatch(native, "n_")...)
 	prog = append(prog, insn{label: "compat", code: bpfLd, k: offNr})
-	prog = append(prog, dispatch(a.compat, "c_")...)
+	prog = append(prog, dispatch(compat, "c_")...)
 	prog = append(prog, argChecks("n_")...)
 	prog = append(prog, argChecks("c_")...)
 	prog = append(prog,
@@ -217,17 +223,19 @@ func argChecks(p string) []insn {
 	}
 }
 
-// installNetFilter puts the calling thread under the network filter. Like
+// installNetFilter puts the calling thread under the network filter; with
+// listenJudged it lets listen through to the execguard filter, whose
+// tandem lets unix sockets listen and refuses any other. Like
 // the exec filter it has no TSYNC: the caller locks its goroutine to the
 // thread and execs from it, so the program starts with the filter on its
 // only thread and every descendant inherits it. no_new_privs must be set
 // (Landlock has set it in the launcher; it is set here too).
-func installNetFilter() error {
+func installNetFilter(listenJudged bool) error {
 	a, ok := netFilterArchs()
 	if !ok {
 		return fmt.Errorf("%w: the network filter is not built for %s", ErrUnsupported, runtime.GOARCH)
 	}
-	prog, err := netProgram(a)
+	prog, err := netProgram(a, listenJudged)
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,7 @@ func TestNetFilterAssembles(t *testing.T) {
 	if !ok {
 		t.Fatalf("the network filter is not built for this architecture")
 	}
-	prog, err := netProgram(a)
+	prog, err := netProgram(a, false)
 	if err != nil || len(prog) == 0 || len(prog) > 4096 {
 		t.Fatalf("%d instructions, %v", len(prog), err)
 	}

@@ -63,14 +63,18 @@ type Policy struct {
 	// Landlock rules name a port, not an address: the port is allowed on
 	// every address. Binding stays denied.
 	ConnectPorts []uint16 `json:"connect,omitempty"`
-	// ExecFD, when non-zero, turns on exec judging: the launcher installs
-	// the execguard filter and sends its listener over the socket that is
-	// its descriptor ExecFD (an execguard.Pair child end, passed as an
-	// ExtraFile: ExtraFiles[i] is descriptor 3+i). Every program the
-	// shell's tree starts then waits for tandem's verdict. A launcher that
-	// cannot install the filter refuses to run the program. Zero: execs are
-	// not judged.
+	// ExecFD, when non-zero, installs the execguard filter: the launcher
+	// sends its listener over the socket that is its descriptor ExecFD (an
+	// execguard.Pair child end, passed as an ExtraFile: ExtraFiles[i] is
+	// descriptor 3+i). Every connect and every send to an address of the
+	// shell's tree then waits for tandem (pathname unix sockets are
+	// checked there), and, unless ExecsUnjudged, every program it starts
+	// waits for tandem's verdict. A launcher that cannot install the filter
+	// refuses to run the program. Zero: no filter.
 	ExecFD int `json:"execfd,omitempty"`
+	// ExecsUnjudged, with ExecFD, lets execs run without tandem's verdict:
+	// the filter then keeps sockets only.
+	ExecsUnjudged bool `json:"noexecs,omitempty"`
 	// Namespace, with Network false, runs the program in a network
 	// namespace of its own: Command clones the launcher into one, and the
 	// launcher brings its loopback up. Nothing outside it is reachable:
@@ -216,6 +220,8 @@ func (p Policy) validate() error {
 	switch {
 	case p.Network && (p.Namespace || p.NetFilter):
 		return errors.New("a policy with network on needs no network namespace or filter")
+	case p.ExecsUnjudged && p.ExecFD == 0:
+		return errors.New("execs unjudged is a mode of the exec filter: it needs its descriptor")
 	case p.Namespace && p.NetFilter:
 		return errors.New("the network filter is the fallback for hosts without namespaces: not both")
 	case (p.ProxyFD != 0 || p.ProxyPort != 0) && (!p.Namespace || p.ProxyFD < 3 || p.ProxyPort == 0 || p.ProxyFD == p.ExecFD):

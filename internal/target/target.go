@@ -19,6 +19,7 @@ import (
 
 	"github.com/tandem-sh/tandem/internal/config"
 	"github.com/tandem-sh/tandem/internal/egress"
+	"github.com/tandem-sh/tandem/internal/execguard"
 	"github.com/tandem-sh/tandem/internal/redact"
 	"github.com/tandem-sh/tandem/internal/sandbox"
 	"github.com/tandem-sh/tandem/internal/seal"
@@ -256,7 +257,7 @@ func (r *Resolver) Named(tenant, workspace, name string) (session.Target, error)
 		}
 		o := &local.Options{
 			Workspace: t.Workspace, Network: t.Network.On, NoSandbox: t.Sandbox == "none",
-			Self: r.Self, RunDirParent: r.RunDir, Env: r.Env,
+			Self: r.Self, RunDirParent: r.RunDir, Env: r.Env, UnixSockets: t.UnixSockets,
 		}
 		if r.Home != "" {
 			o.UserRC = filepath.Join(r.Home, ".bashrc")
@@ -269,6 +270,9 @@ func (r *Resolver) Named(tenant, workspace, name string) (session.Target, error)
 		if !o.NoSandbox {
 			if err := (sandbox.Policy{Network: t.Network.On}).Supported(); err != nil {
 				return session.Target{}, fmt.Errorf("%w: target %q needs Landlock: %v; set sandbox: none on the target to run it unconfined", ErrSandboxUnavailable, name, err)
+			}
+			if err := execguard.Available(); err != nil {
+				return session.Target{}, fmt.Errorf("%w: target %q: tandem checks every unix socket a sandboxed session connects to with seccomp user notification, and %v; set sandbox: none on the target to run it unconfined", ErrSandboxUnavailable, name, err)
 			}
 			if !o.Network {
 				layer = sandbox.NetNamespace

@@ -19,28 +19,44 @@ var ErrExecJudging = errors.New("exec judging unavailable")
 // receiveTimeout bounds how long Dial waits for the launcher's listener.
 const receiveTimeout = 10 * time.Second
 
-// guard is the exec judging of one sandboxed shell: the launcher's socket
-// until the listener arrives, then the goroutine serving it.
+// guard is the execguard filter of one sandboxed shell (its exec judging
+// and unix socket checks): the launcher's socket until the listener
+// arrives, then the goroutine serving it.
 type guard struct {
 	parent, child *os.File
 	judge         shell.LaunchJudge
-	exits         *exitWatch // nil where process events cannot be had
+	sockets       execguard.SocketRules
+	exits         *exitWatch // nil where execs are not judged or process events cannot be had
 	cancel        context.CancelFunc
 	done          chan struct{}
 }
 
-// newGuard prepares exec judging with judge, or explains why the kernel
-// cannot.
-func newGuard(judge shell.LaunchJudge) (*guard, error) {
+// newGuard prepares the execguard filter of a sandboxed shell: its
+// connects are allowed where rules say (pathname unix sockets under its
+// roots only), and
+// its execs are judged with judge (nil: the filter sends none), or
+// explains why the kernel cannot.
+func newGuard(judge shell.LaunchJudge, rules execguard.SocketRules) (*guard, error) {
 	if err := execguard.Available(); err != nil {
+		if judge == nil {
+			return nil, fmt.Errorf("%w: tandem checks every unix socket a local session connects to: %w", ErrExecJudging, err)
+		}
 		return nil, fmt.Errorf("%w: the policy's command rules must judge every program a local session starts: %w", ErrExecJudging, err)
+	}
+	judged := judge != nil
+	if !judged {
+		judge = func(context.Context, execguard.Exec, execguard.Origin) (execguard.Verdict, func(shell.ExitStatus)) {
+			return execguard.Deny, nil
+		}
 	}
 	parent, child, err := execguard.Pair()
 	if err != nil {
 		return nil, err
 	}
-	g := &guard{parent: parent, child: child, judge: judge, done: make(chan struct{})}
-	g.exits, _ = newExitWatch() // without it, exit statuses are absent
+	g := &guard{parent: parent, child: child, judge: judge, sockets: rules, done: make(chan struct{})}
+	if judged {
+		g.exits, _ = newExitWatch() // without it, exit statuses are absent
+	}
 	return g, nil
 }
 
@@ -60,6 +76,7 @@ func (g *guard) started(ctx context.Context, c *conn) error {
 		}
 		return err
 	}
+	l.AllowSockets(g.sockets)
 	sctx, scancel := context.WithCancel(context.Background())
 	g.cancel = scancel
 	go func() {

@@ -18,6 +18,7 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
+	"github.com/tandem-sh/tandem/internal/execguard"
 	"github.com/tandem-sh/tandem/internal/sandbox"
 	"github.com/tandem-sh/tandem/internal/shell"
 )
@@ -92,6 +93,12 @@ type Options struct {
 	// each such shell a network namespace of its own, with nothing but
 	// its own loopback (and its proxy port there).
 	NoNetNamespace bool
+
+	// UnixSockets lists pathname unix sockets outside the workspace and
+	// run dir that a sandboxed shell may connect to (absolute paths; a
+	// directory allows the sockets under it). Any other is refused with
+	// EACCES, checked by tandem at each connect.
+	UnixSockets []string
 
 	// KillGrace is how long Close waits after SIGHUP before it SIGKILLs
 	// what is left of the session. Zero means one second.
@@ -186,19 +193,24 @@ func (o *Options) start(ctx context.Context, l shell.Launch, runDir string) (*co
 		}
 		p := sandbox.Policy{ReadWrite: []string{o.Workspace, runDir}, ReadOnly: ro}
 		var extra []*os.File // ExtraFiles[i] is the launcher's descriptor 3+i
-		if l.JudgeExec != nil {
-			var err error
-			if g, err = newGuard(l.JudgeExec); err != nil {
-				return nil, err
-			}
-			p.ExecFD = 3 + len(extra)
-			extra = append(extra, g.child)
-		}
+		// Every sandboxed shell has its connects checked (pathname unix
+		// sockets); its execs are judged with l.JudgeExec only.
 		var err error
-		if n, err = o.network(&p, l, 3+len(extra)); err != nil {
+		if n, err = o.network(&p, l, 4+len(extra)); err != nil {
 			abort()
 			return nil, err
 		}
+		rules := execguard.SocketRules{
+			UnixRoots: append([]string{o.Workspace, runDir}, o.UnixSockets...),
+			AnyTCP:    p.Network,
+			TCPPorts:  p.ConnectPorts,
+		}
+		if g, err = newGuard(l.JudgeExec, rules); err != nil {
+			abort()
+			return nil, err
+		}
+		p.ExecFD, p.ExecsUnjudged = 3+len(extra), l.JudgeExec == nil
+		extra = append(extra, g.child)
 		if n.child != nil {
 			extra = append(extra, n.child)
 		}
