@@ -118,6 +118,10 @@ approvals: {waitSeconds: 1, timeoutSeconds: 300}
 	// Each command's line is marked by its source, and a failed one by its
 	// exit code, in the live terminal.
 	typeKeys(t, ctx, "false\r")
+	// As a person would: the agent acts once the strip says the command
+	// ended and waits to be reported (before that, the agent's call is
+	// session_busy: the human's command still runs).
+	waitPage(t, ctx, `String((`+strip+`).includes('1 of your commands will be reported to the agent before it acts'))`, "true")
 	g = wantError(t, s.exec(t, "echo agent"), "user_activity_detected")
 	if n := g["userCommandCount"]; n != 1.0 {
 		t.Fatalf("gate after false: %v", g)
