@@ -231,6 +231,9 @@ type call struct {
 	// maskInput keeps the input argument out of the audit: keys typed
 	// where the terminal does not echo them (a password prompt).
 	maskInput bool
+	// auditInput, if set, is the input argument as the audit keeps it:
+	// redacted with the session's redactor, like output.
+	auditInput *string
 	// commandID is the command the call ran, if any: an interrupted or
 	// timed-out call's audit record names it, for reading it back.
 	commandID string
@@ -396,6 +399,8 @@ func (s *Server) audit(ctx context.Context, c session.Caller, tool string, info 
 		args = auditArgs(info.req.Params.Arguments, info.decoded)
 		if info.maskInput {
 			args = maskInput(args)
+		} else if info.auditInput != nil {
+			args = withInput(args, *info.auditInput)
 		}
 	}
 	rec := audit.Record{

@@ -47,6 +47,10 @@ const (
 	BusyPartialLine  = "partial_line"  // the human has half typed a line
 	BusyContinuation = "continuation"  // the human is in a multi-line command
 	BusyNotIdle      = "not_idle"      // the shell shows no idle prompt
+	// BusyHumanInput: the human typed into the agent's command and it
+	// has not read it all, or tandem cannot tell (SSH): the agent's keys
+	// would mix with theirs in the terminal's queue.
+	BusyHumanInput = "human_input"
 )
 
 // BusyError says why the shell cannot take an agent command now.
@@ -185,8 +189,17 @@ type agentRun struct {
 	// command has started; releasing while it is being sent.
 	later     []byte
 	releasing bool
-	started   bool // the start mark came: the line runs
-	onOutput  func(stream int, p []byte)
+	// inputClosed: the shell asked for the drain, the command has ended;
+	// the agent's keys are refused from then on.
+	inputClosed bool
+	// humanKeys: a viewer's keys reached the terminal during the command
+	// and may be unread (see awaitHumanRead); humanSeq counts such
+	// writes, humanLineEnd says whether the last ended a line.
+	humanKeys    bool
+	humanSeq     int
+	humanLineEnd bool
+	started      bool // the start mark came: the line runs
+	onOutput     func(stream int, p []byte)
 	// out are stdout and stderr on their way to rec's files, through the
 	// session's redactor.
 	out [2]*outStream
@@ -550,7 +563,7 @@ func (s *Shell) settle(ctx context.Context) {
 	for s.agent == nil && s.human == nil && s.err == nil && !s.idlePrompt() {
 		var until time.Time
 		switch {
-		case s.promptDue || (s.fresh && !s.promptUp) || s.fixLine != "" || (!s.promptUp && !s.cont && len(s.typed) > 0):
+		case s.promptDue || (s.fresh && !s.promptUp) || s.fixLine != "" || (!s.promptUp && !s.cont && len(s.typed) > 0) || s.aheadPending():
 			// A prompt is on its way, or a line the human submitted is
 			// about to start (its command-start mark, or a new prompt).
 			until = deadline

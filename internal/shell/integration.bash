@@ -113,7 +113,9 @@ __tandem_bg=
 __tandem_stage() {
 	local LC_ALL=C hdr id len cmd pair fo fe
 	printf '\033]633;X;want%s' "$__tandem_N" >&$__tandem_tty
-	if ! IFS= read -r -t 5 -u "$__tandem_fi" hdr; then
+	# A drain answer that came after its wait ran out is skipped.
+	while IFS= read -r -t 5 -u "$__tandem_fi" hdr && [[ $hdr == "$__tandem_n "* ]]; do :; done
+	if [[ -z $hdr || $hdr == "$__tandem_n "* ]]; then
 		printf '\033]633;X;stagefail%s' "$__tandem_N" >/dev/tty
 		return
 	fi
@@ -166,6 +168,24 @@ __tandem_release() {
 	printf %s "$m" >&$__tandem_fe
 	exec 1>&$__tandem_so 2>&$__tandem_se {__tandem_so}>&- {__tandem_se}>&-
 }
+# After an agent line, before bash reads its next one: what the agent typed
+# and its command did not read must never reach the prompt. tandem answers
+# on the "in" FIFO, never the terminal (that would take the human's keys):
+# "keep" (nothing of the agent's is unread, or tandem emptied the queue),
+# anything else or nothing within 2 s: empty the terminal's queue, which
+# then holds only the agent's keys, and say "drained" so tandem sends the
+# human's keys it held. read -N puts the terminal in non-canonical mode, so
+# a half-typed line is taken too; it stops after 30 ms without a byte.
+__tandem_drain() {
+	local a= junk
+	__tandem_dr=0
+	printf '\033]633;X;drain%s' "$__tandem_N" >&$__tandem_tty
+	while IFS= read -r -t 2 -u "$__tandem_fi" a && [[ $a != "$__tandem_n "* ]]; do :; done
+	[[ $a == "$__tandem_n keep" ]] && return
+	__tandem_dr=1
+	while IFS= read -r -s -d '' -N 4096 -t 0.03 junk || [[ -n $junk ]]; do :; done
+	printf '\033]633;X;drained%s' "$__tandem_N" >&$__tandem_tty
+}
 # tandem no longer wants a staged line (it gave up waiting): clear it.
 __tandem_unstage() {
 	if [[ $__tandem_agent == 1 ]]; then
@@ -196,6 +216,7 @@ __tandem_pc() {
 	fi
 	if [[ $__tandem_agent == 1 ]]; then
 		__tandem_release "$s" "$__tandem_ran"
+		__tandem_drain
 	fi
 	if [[ $__tandem_ran == 1 ]]; then
 		local HISTTIMEFORMAT= num=
@@ -306,7 +327,11 @@ __tandem_heal() {
 	local s=$?
 	__tandem_fixed+=,prompt_command
 	__tandem_pcs=0
+	__tandem_dr=0
 	__tandem_pc "$s"
+	# Keys of the agent's that the line editor took before this key:
+	# never a line of the human's.
+	[[ $__tandem_dr == 1 ]] && READLINE_LINE= READLINE_POINT=0
 	__tandem_hook
 	__tandem_ps1
 	__tandem_pcs=0

@@ -190,6 +190,7 @@ func (s *Shell) healHuman(h *humanRun) {
 func (s *Shell) promptDrawn() {
 	s.fresh, s.promptUp, s.cont, s.promptDue, s.lateInput = false, true, false, false, false
 	s.lastUse = time.Now()
+	s.promptWithoutDrain()
 	s.maybeFix()
 	if s.relay != nil {
 		s.ready = true
@@ -208,6 +209,12 @@ func (s *Shell) private(e *term.Event) {
 	case "want":
 		s.dropReadCredits()
 		s.want()
+	case "drain":
+		// The agent's command ended; the shell waits for the answer before
+		// it reads its next line (agentkeys.go).
+		s.drainMark()
+	case "drained":
+		s.drainedMark()
 	case "staged", "busy", "stagefail":
 		if e.Text == "staged" {
 			// The FIFOs the shell now writes agent lines to.

@@ -203,7 +203,8 @@ func (s *Shell) relayEvent(stream int, ev *term.Event, fg bool) {
 		a.echoTail = nil
 		s.showEarly(a)
 		a.started = true
-		s.releaseLater(a) // the command runs: a held Ctrl-C can reach it
+		s.changed.Broadcast() // SendInput waits for this
+		s.releaseLater(a)     // the command runs: a held Ctrl-C can reach it
 	case ev.Kind == term.PromptStart && *st == streamCapture:
 		// A prompt drawn into the capture: PROMPT_COMMAND no longer runs
 		// tandem's hook, so fds 1 and 2 were never given back. The heal

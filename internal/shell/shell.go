@@ -175,6 +175,7 @@ type Shell struct {
 	human     *humanRun
 	agent     *agentRun
 	held      []heldInput // human input held back while an agent line is staged
+	src       keySources  // whose keys may be unread in the terminal's queue
 	// credits are the Enter keys viewers sent that no line of the shell's
 	// used yet, oldest first: each may start one human command. While
 	// any is left the prompt is not idle (a typed-ahead line is coming).

@@ -1,0 +1,287 @@
+package shell
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Keys from two sources reach one terminal: the human's (Input) and the
+// agent's (SendInput), which go only to the agent's own running command.
+// The terminal's input queue cannot say whose a byte is, and what the
+// command leaves unread is read by the shell at its next prompt. So:
+//
+//   - One source in the queue at a time. From the agent's first key in a
+//     command until that command's leftovers are discarded, the human's
+//     keys wait in tandem (aheadHeld). Keys the human typed into the
+//     command before the agent's first one must have been read first: a
+//     local terminal's queue can be measured (InputQueuer); over SSH it
+//     cannot, and the agent's keys are refused (BusyHumanInput).
+//   - Discard at the command's end. Before bash reads its next line, the
+//     rc asks tandem (a "drain" mark) and waits for the answer on its
+//     private "in" FIFO, never on the terminal. tandem takes no more keys
+//     for the command and answers "keep" when no agent key can be unread,
+//     or "drain" otherwise: the rc then empties the queue, which holds
+//     only the agent's bytes, and says "drained". A local terminal's queue
+//     is emptied by tandem itself (InputFlusher), and the answer is
+//     "keep". No answer in time counts as "drain".
+//   - Signal keys. While the terminal turns Ctrl-C, Ctrl-Z and Ctrl-\ into
+//     signals (ISIG), the agent's input may not hold them: a signal
+//     empties the queue and stops or ends the command, and what follows
+//     would reach the shell. ssh_cancel interrupts a command.
+
+// InputFlusher is implemented by a Conn that can discard what the
+// terminal's input queue holds unread (a local PTY can): the agent's keys
+// its command did not read are dropped by tandem, exactly, before the
+// shell reads its next line.
+type InputFlusher interface {
+	FlushInput() error
+}
+
+// InputQueuer is implemented by a Conn that can measure the terminal's
+// input queue (a local PTY can): n is what a read could take now; in
+// canonical mode, a line still being typed is not counted.
+type InputQueuer interface {
+	InputQueue() (n int, canonical bool, err error)
+}
+
+// SignalKeyReporter is implemented by a Conn that can read the terminal's
+// modes (a local PTY can): the keys it turns into signals now, none when
+// ISIG is off (a full-screen program, a raw-mode REPL).
+type SignalKeyReporter interface {
+	SignalKeys() ([]byte, error)
+}
+
+// ErrInvalidInput wraps SendInput's refusal of keys the agent may not
+// send (a signal key): the caller's input is wrong, not the shell.
+var ErrInvalidInput = errors.New("invalid input")
+
+// defaultSignalKeys are Ctrl-C, Ctrl-\ and Ctrl-Z, the signal keys of a
+// terminal whose modes tandem cannot read (SSH).
+const defaultSignalKeys = "\x03\x1c\x1a"
+
+// humanReadWait bounds how long SendInput waits, on a local terminal,
+// for the command to read the keys the human typed into it.
+const humanReadWait = time.Second
+
+// keySources is the shell's account of whose keys may sit unread in the
+// terminal's input queue; s.mu guards it.
+type keySources struct {
+	// agentKeys: the agent typed since the last drain, so its keys may be
+	// unread.
+	agentKeys bool
+	// aheadHeld is the human's input held while agentKeys holds, or on
+	// its way to the terminal (releasing).
+	aheadHeld []heldInput
+	releasing bool
+}
+
+// keyName names a signal key for a message.
+func keyName(k byte) string {
+	switch k {
+	case 0x03:
+		return "Ctrl-C"
+	case 0x1a:
+		return "Ctrl-Z"
+	case 0x1c:
+		return `Ctrl-\`
+	}
+	return fmt.Sprintf("Ctrl-%c", k+'@')
+}
+
+// signalKeys are the keys the terminal turns into signals now.
+func (s *Shell) signalKeys() []byte {
+	if sk, ok := s.conn.(SignalKeyReporter); ok {
+		if k, err := sk.SignalKeys(); err == nil {
+			return k
+		}
+	}
+	return []byte(defaultSignalKeys)
+}
+
+// refuseSignalKeys refuses agent input holding a signal key while the
+// terminal acts on it.
+func (s *Shell) refuseSignalKeys(input []byte) error {
+	keys := s.signalKeys()
+	i := bytes.IndexAny(input, string(keys))
+	if i < 0 {
+		return nil
+	}
+	return fmt.Errorf("send input: %w: the input holds %s (byte 0x%02x at offset %d), which the terminal turns into a signal: it would stop or end the command and let the keys after it reach the shell's prompt. Call ssh_cancel to interrupt your command; in a full-screen or raw-mode program these are plain keys and pass",
+		ErrInvalidInput, keyName(input[i]), input[i], i)
+}
+
+// awaitHumanRead waits, on a terminal whose queue tandem can measure, until
+// the keys the human typed into a's command were read; it refuses the
+// agent's keys when that cannot be known, since the command's leftovers
+// are discarded whole at its end.
+func (s *Shell) awaitHumanRead(ctx context.Context, a *agentRun) error {
+	iq, measurable := s.conn.(InputQueuer)
+	deadline := time.Now().Add(humanReadWait)
+	for {
+		s.mu.Lock()
+		typed, seq, lineEnd := a.humanKeys, a.humanSeq, a.humanLineEnd
+		s.mu.Unlock()
+		if !typed {
+			return nil
+		}
+		if measurable {
+			n, canon, err := iq.InputQueue()
+			if err == nil && n == 0 && (!canon || lineEnd) {
+				s.mu.Lock()
+				if a.humanSeq == seq {
+					a.humanKeys = false
+				}
+				s.mu.Unlock()
+				continue
+			}
+		}
+		if !measurable || !time.Now().Before(deadline) {
+			return &BusyError{Kind: BusyHumanInput, Reason: "the human typed into this command and it has not read all of it yet", CommandID: a.rec.ID, Command: a.rec.Command, Since: a.rec.Started}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("send input: %w", ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// holdAhead takes viewer input while the agent's keys may be unread in the
+// queue: it waits in tandem until they are discarded. An interrupt key the
+// terminal acts on goes now, as it would empty the queue anyway (and with
+// it, what was held before it); what follows it is held. It returns what
+// Input is still to send, and whether anything is; s.mu is held.
+func (s *Shell) holdAhead(p []byte, viewer string, ks keyScan) ([]byte, keyScan, bool) {
+	if !s.src.agentKeys && !s.src.releasing {
+		return p, ks, true
+	}
+	i := -1
+	if ks.intr != "" && !s.src.releasing {
+		i = bytes.LastIndexAny(p, string(s.signalKeys()))
+	}
+	if i < 0 {
+		s.src.aheadHeld = append(s.src.aheadHeld, heldInput{p: bytes.Clone(p), viewer: viewer, enters: ks.enters})
+		return nil, ks, false
+	}
+	s.src.aheadHeld = nil // what the key empties from the queue
+	if rest := p[i+1:]; len(rest) > 0 {
+		s.src.aheadHeld = append(s.src.aheadHeld, heldInput{p: bytes.Clone(rest), viewer: viewer, enters: countEnters(rest)})
+	}
+	ks.enters = countEnters(p[:i+1])
+	return p[:i+1], ks, true
+}
+
+// countEnters counts line ends, for input split off a scanned piece.
+func countEnters(p []byte) int {
+	return bytes.Count(p, []byte{'\r'}) + bytes.Count(p, []byte{'\n'})
+}
+
+// drainMark handles the rc's request, once the agent's command ended and
+// before the shell reads its next line: no more keys for the command, and
+// an answer on the "in" FIFO; s.mu is held (the terminal reader).
+func (s *Shell) drainMark() {
+	if a := s.agent; a != nil {
+		a.inputClosed = true
+	}
+	if !s.src.agentKeys {
+		s.answerDrain("keep")
+		return
+	}
+	fl, ok := s.conn.(InputFlusher)
+	if !ok {
+		s.answerDrain("drain") // the rc empties the queue, then says "drained"
+		return
+	}
+	// Once every agent key written is in the queue (the write lock),
+	// tandem empties it, lets the human's keys go, and the rc goes on.
+	go func() {
+		s.writeMu.Lock()
+		err := fl.FlushInput()
+		s.writeMu.Unlock()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err != nil {
+			s.log.Warn("shell: could not empty the terminal's input queue; the shell does", "err", err)
+			s.answerDrain("drain")
+			return
+		}
+		s.answerDrain("keep")
+		s.drainedMark()
+	}()
+}
+
+// answerDrain queues the answer to a drain request; s.mu is held. The
+// nonce tells it from a staged line the shell may read first.
+func (s *Shell) answerDrain(answer string) {
+	select {
+	case s.stageq <- []byte(s.nonce + " " + answer + "\n"):
+	default:
+		// The shell times out and empties the queue itself.
+		s.log.Warn("shell: stage writer busy, dropping a drain answer")
+	}
+}
+
+// drainedMark handles the end of a drain: the queue held only the agent's
+// keys and they are gone, so the human's held keys go to the terminal;
+// s.mu is held.
+func (s *Shell) drainedMark() {
+	s.src.agentKeys = false
+	s.releaseAhead()
+}
+
+// releaseAhead writes the human's held input to the terminal, crediting
+// its Enter keys; s.mu is held. Input that comes meanwhile queues behind.
+func (s *Shell) releaseAhead() {
+	if s.src.releasing || len(s.src.aheadHeld) == 0 {
+		return
+	}
+	s.src.releasing = true
+	go func() {
+		s.writeMu.Lock()
+		defer s.writeMu.Unlock()
+		for {
+			s.mu.Lock()
+			held := s.src.aheadHeld
+			s.src.aheadHeld = nil
+			now := time.Now()
+			var b []byte
+			for _, h := range held {
+				b = append(b, h.p...)
+				s.addCredits(h.viewer, h.enters, now)
+			}
+			if len(b) == 0 {
+				s.src.releasing = false
+				s.changed.Broadcast()
+				s.mu.Unlock()
+				return
+			}
+			s.inputAt = now
+			s.mu.Unlock()
+			if _, err := s.conn.Write(b); err != nil {
+				s.log.Warn("shell: send held input", "err", err)
+			}
+		}
+	}()
+}
+
+// aheadPending reports whether human input waits in tandem for the
+// agent's leftovers to go: the prompt is not idle, a typed-ahead line is
+// coming; s.mu is held.
+func (s *Shell) aheadPending() bool {
+	return s.src.agentKeys || s.src.releasing || len(s.src.aheadHeld) > 0
+}
+
+// promptWithoutDrain handles a fresh prompt drawn while agent keys may be
+// unread and no drain came (a command removed tandem's hooks): holding the
+// human's keys longer protects nothing; s.mu is held.
+func (s *Shell) promptWithoutDrain() {
+	if !s.src.agentKeys {
+		return
+	}
+	s.log.Warn("shell: the prompt came back without a drain of the agent's unread keys (were tandem's hooks removed?)")
+	s.src.agentKeys = false
+	s.releaseAhead()
+}

@@ -1,0 +1,136 @@
+package shell_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tandem-sh/tandem/internal/shell"
+)
+
+// startKeys is start with the IDs of the agent's commands as they start.
+func startKeys(t *testing.T, d shell.Dialer) (*harness, chan string) {
+	t.Helper()
+	h := &harness{}
+	ids := make(chan string, 16)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	sh, err := shell.Start(ctx, d, &shell.Options{
+		OnStart: func(r shell.Record) {
+			if r.Source == "agent" {
+				ids <- r.ID
+			}
+		},
+		OnCommand: func(r shell.Record) {
+			h.mu.Lock()
+			if r.Source == "user" {
+				h.user = append(h.user, r)
+			} else {
+				h.agent = append(h.agent, r)
+			}
+			h.mu.Unlock()
+		},
+		Output: func(p []byte) {
+			h.mu.Lock()
+			h.screen.Write(p)
+			h.mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { _ = sh.Close() })
+	h.sh = sh
+	return h, ids
+}
+
+// TestAgentKeysNeverReachThePrompt: keys the agent sends to its command
+// that the command leaves unread, and a line behind a signal key, never
+// run at the shell's prompt, while every line the human types ahead
+// during the same command runs, as theirs (issue 28: `Ctrl-C` + `touch
+// pwn`, and type-ahead left by sleep, read and cat, ran at the prompt,
+// filed as the human's).
+func TestAgentKeysNeverReachThePrompt(t *testing.T) {
+	tests := []struct {
+		name, cmd, keys string
+		refused         bool // a signal key: the input is refused whole
+	}{
+		{"ctrl-c", "sleep 0.2", "\x03touch pwn; echo ran\n", true},
+		{"ctrl-z", "sleep 0.2", "\x1atouch pwn; echo ran\n", true},
+		{`ctrl-\`, "sleep 0.2", "\x1ctouch pwn; echo ran\n", true},
+		{"sleep", "sleep 0.2", "touch pwn\n", false},
+		{"read", "read x", "a\nb\ntouch pwn\n", false},
+		{"cat", "cat", "\x04touch pwn\n", false},
+		{"partial", "sleep 0.2", "touch pwn", false},
+	}
+	rounds := 20
+	if testing.Short() {
+		rounds = 3
+	}
+	for name, dial := range dialers(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h, ids := startKeys(t, dial(t))
+			dir := t.TempDir()
+			h.exec(t, "cd "+dir)
+			<-ids
+			viewer := shell.WithViewer(context.Background(), "bob")
+			humans := 0
+			for round := range rounds {
+				for _, tc := range tests {
+					done := make(chan error, 1)
+					go func() {
+						_, err := h.sh.Exec(context.Background(), tc.cmd, shell.ExecOptions{Timeout: 15 * time.Second})
+						done <- err
+					}()
+					id := <-ids
+					_, err := h.sh.SendInput(context.Background(), id, []byte(tc.keys))
+					switch {
+					case tc.refused && !errors.Is(err, shell.ErrInvalidInput):
+						t.Fatalf("%s round %d: SendInput = %v; want ErrInvalidInput", tc.name, round, err)
+					case !tc.refused && err != nil && !errors.Is(err, shell.ErrNotRunning):
+						t.Fatalf("%s round %d: SendInput = %v", tc.name, round, err)
+					}
+					// The human types a line ahead while the command runs.
+					line := fmt.Sprintf("echo human-%s-%d", strings.Trim(tc.name, `\`), round)
+					if err := h.sh.Input(viewer, []byte(line+"\r")); err != nil {
+						t.Fatal(err)
+					}
+					if err := <-done; err != nil {
+						t.Fatalf("%s round %d: exec: %v", tc.name, round, err)
+					}
+					humans++
+					got := h.users(t, humans)
+					last := got[len(got)-1]
+					if _, err := os.Stat(filepath.Join(dir, "pwn")); err == nil {
+						t.Fatalf("%s round %d: the agent's keys ran at the prompt: pwn exists; human commands %v", tc.name, round, commands(got))
+					}
+					for _, r := range got {
+						if strings.Contains(r.Command, "pwn") || r.Unattributed {
+							t.Fatalf("%s round %d: a human command %q (unattributed %v) holds the agent's keys", tc.name, round, r.Command, r.Unattributed)
+						}
+					}
+					if last.Command != line || last.Viewer != "bob" {
+						t.Fatalf("%s round %d: the human's type-ahead came back as %q by %q; want %q by bob (all: %v)", tc.name, round, last.Command, last.Viewer, line, commands(got))
+					}
+				}
+			}
+			if got := h.users(t, humans); len(got) != humans {
+				t.Errorf("%d human commands; want %d: %v", len(got), humans, commands(got))
+			}
+		})
+	}
+}
+
+func commands(recs []shell.Record) []string {
+	var c []string
+	for _, r := range recs {
+		c = append(c, r.Command)
+	}
+	return c
+}
