@@ -72,6 +72,11 @@ type keySources struct {
 	// agentKeys: the agent typed since the last drain, so its keys may be
 	// unread.
 	agentKeys bool
+	// agentSeq counts the agent's writes; agentLineEnd says whether the
+	// last ended a line (see watchAgentRead).
+	agentSeq     int
+	agentLineEnd bool
+	watching     bool // watchAgentRead runs
 	// aheadHeld is the human's input held while agentKeys holds, or on
 	// its way to the terminal (releasing).
 	aheadHeld []heldInput
@@ -164,6 +169,7 @@ func (s *Shell) holdAhead(p []byte, viewer string, ks keyScan) ([]byte, keyScan,
 	}
 	if i < 0 {
 		s.src.aheadHeld = append(s.src.aheadHeld, heldInput{p: bytes.Clone(p), viewer: viewer, enters: ks.enters})
+		s.watchAgentRead()
 		return nil, ks, false
 	}
 	s.src.aheadHeld = nil // what the key empties from the queue
@@ -172,6 +178,47 @@ func (s *Shell) holdAhead(p []byte, viewer string, ks keyScan) ([]byte, keyScan,
 	}
 	ks.enters = countEnters(p[:i+1])
 	return p[:i+1], ks, true
+}
+
+// agentReadPoll is how often watchAgentRead measures the queue.
+const agentReadPoll = 10 * time.Millisecond
+
+// watchAgentRead lets the human's held keys go as soon as the command has
+// read every key the agent sent, on a terminal whose queue tandem can
+// measure: a human typing into the agent's REPL waits only while the
+// agent's keys are unread; s.mu is held.
+func (s *Shell) watchAgentRead() {
+	iq, ok := s.conn.(InputQueuer)
+	if !ok || s.src.watching {
+		return
+	}
+	s.src.watching = true
+	go func() {
+		for {
+			time.Sleep(agentReadPoll)
+			s.mu.Lock()
+			if !s.src.agentKeys || len(s.src.aheadHeld) == 0 || s.err != nil || s.agent == nil || s.agent.inputClosed {
+				s.src.watching = false
+				s.mu.Unlock()
+				return
+			}
+			seq, lineEnd := s.src.agentSeq, s.src.agentLineEnd
+			s.mu.Unlock()
+			// Under the write lock no agent key is on its way in.
+			s.writeMu.Lock()
+			n, canon, err := iq.InputQueue()
+			s.writeMu.Unlock()
+			if err != nil || n != 0 || (canon && !lineEnd) {
+				continue
+			}
+			s.mu.Lock()
+			if s.src.agentKeys && s.src.agentSeq == seq && s.agent != nil && !s.agent.inputClosed {
+				s.src.agentKeys = false
+				s.releaseAhead()
+			}
+			s.mu.Unlock()
+		}
+	}()
 }
 
 // countEnters counts line ends, for input split off a scanned piece.
@@ -259,6 +306,10 @@ func (s *Shell) releaseAhead() {
 				return
 			}
 			s.inputAt = now
+			if a := s.agent; a != nil && a.phase == phaseAccepted {
+				a.humanKeys, a.humanLineEnd = true, b[len(b)-1] == '\r' || b[len(b)-1] == '\n'
+				a.humanSeq++
+			}
 			s.mu.Unlock()
 			if _, err := s.conn.Write(b); err != nil {
 				s.log.Warn("shell: send held input", "err", err)

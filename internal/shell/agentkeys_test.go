@@ -134,3 +134,89 @@ func commands(recs []shell.Record) []string {
 	}
 	return c
 }
+
+// TestKeysOfBothIntoOneCommand: the agent and the human type into the
+// same command of the agent's. Where tandem can measure the terminal's
+// queue (local), each waits only until the other's keys were read, and
+// the command gets both in order. Where it cannot (SSH, the plain test
+// PTY), the human's keys wait until the command ends, and the agent's are
+// refused while the human's may be unread.
+func TestKeysOfBothIntoOneCommand(t *testing.T) {
+	for name, dial := range dialers(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h, ids := startKeys(t, dial(t))
+			h.exec(t, "true")
+			<-ids
+			measurable := name == "local"
+			viewer := shell.WithViewer(context.Background(), "bob")
+			// run starts the command and waits until it reads the terminal:
+			// keys typed before then are read by the line editor, in raw
+			// mode, and a read gets "\r" for Enter.
+			run := func(phase string) chan shell.Record {
+				done := make(chan shell.Record, 1)
+				go func() {
+					rec, _ := h.sh.Exec(context.Background(), "echo "+phase+`; read a; read b; echo "$a-$b"`, shell.ExecOptions{Timeout: 10 * time.Second})
+					done <- rec
+				}()
+				h.waitScreen(t, phase+"\r\n")
+				return done
+			}
+
+			// The agent first, then the human.
+			done := run("phase1")
+			id := <-ids
+			if _, err := h.sh.SendInput(context.Background(), id, []byte("agent\n")); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.sh.Input(viewer, []byte("human\r")); err != nil {
+				t.Fatal(err)
+			}
+			if measurable {
+				if rec := <-done; rec.Stdout.String() != "phase1\nagent-human\n" {
+					t.Errorf("agent, then human: stdout %q; want agent-human", rec.Stdout.String())
+				}
+			} else {
+				// Held until the command ends: the human's line then
+				// comes to the prompt, as typed ahead.
+				if _, err := h.sh.Cancel(context.Background(), 0); err != nil {
+					t.Fatal(err)
+				}
+				<-done
+				if got := h.users(t, 1); got[0].Command != "human" || got[0].Viewer != "bob" {
+					t.Errorf("the human's held line came back as %q by %q", got[0].Command, got[0].Viewer)
+				}
+			}
+			h.idle(t)
+			for len(ids) > 0 {
+				<-ids
+			}
+
+			// The human first, then the agent.
+			done = run("phase2")
+			id = <-ids
+			if err := h.sh.Input(viewer, []byte("human\r")); err != nil {
+				t.Fatal(err)
+			}
+			_, err := h.sh.SendInput(context.Background(), id, []byte("agent\n"))
+			var busy *shell.BusyError
+			switch {
+			case measurable && err != nil:
+				t.Fatalf("human, then agent: %v", err)
+			case measurable:
+				if rec := <-done; rec.Stdout.String() != "phase2\nhuman-agent\n" {
+					t.Errorf("human, then agent: stdout %q; want human-agent", rec.Stdout.String())
+				}
+			case !errors.As(err, &busy) || busy.Kind != shell.BusyHumanInput:
+				t.Fatalf("human, then agent, unmeasurable queue: %v; want busy %s", err, shell.BusyHumanInput)
+			default:
+				if err := h.sh.Input(viewer, []byte("more\r")); err != nil {
+					t.Fatal(err)
+				}
+				if rec := <-done; rec.Stdout.String() != "phase2\nhuman-more\n" {
+					t.Errorf("human's two lines: stdout %q", rec.Stdout.String())
+				}
+			}
+		})
+	}
+}

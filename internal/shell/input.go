@@ -152,6 +152,10 @@ func (s *Shell) SendInput(ctx context.Context, id string, input []byte) (echo in
 	// keys wait in tandem. Set before the write: the drain decision,
 	// taken under s.mu, sees it.
 	s.src.agentKeys = true
+	s.src.agentSeq++
+	if len(input) > 0 {
+		s.src.agentLineEnd = input[len(input)-1] == '\r' || input[len(input)-1] == '\n'
+	}
 	if s.opts.Input != nil && echo == 1 {
 		if s.inputRed != nil {
 			_, _ = s.inputRed.Write(input)
