@@ -21,10 +21,10 @@ func TestSendInputNeverReachesThePrompt(t *testing.T) {
 		cmd, keys string
 		refused   bool
 	}{
-		{"sleep 0.3", "\x03touch pwn; echo PWNED-$((6*7))\n", true},
-		{"sleep 0.3", "\x1atouch pwn; echo PWNED-$((6*7))\n", true},
-		{"sleep 0.3", "\x1ctouch pwn; echo PWNED-$((6*7))\n", true},
-		{"sleep 0.3", "touch pwn; echo PWNED-$((6*7))\n", false},
+		{"sleep 0.6", "\x03touch pwn; echo PWNED-$((6*7))\n", true},
+		{"sleep 0.6", "\x1atouch pwn; echo PWNED-$((6*7))\n", true},
+		{"sleep 0.6", "\x1ctouch pwn; echo PWNED-$((6*7))\n", true},
+		{"sleep 0.6", "touch pwn; echo PWNED-$((6*7))\n", false},
 		{"read x", "a\nb\ntouch pwn; echo PWNED-$((6*7))\n", false},
 		{"cat", "\x04touch pwn; echo PWNED-$((6*7))\n", false},
 	}
@@ -48,11 +48,14 @@ func TestSendInputNeverReachesThePrompt(t *testing.T) {
 			}
 			dir := str(result(t, mustOK(t, exec("pwd")))["stdout"])
 			dir = strings.TrimSpace(dir)
+			// Over SSH the shell starts in the login's home: a pwn there
+			// from another run is not this one's.
+			mustOK(t, exec("rm -f pwn"))
 			url := str(mustOK(t, call("ssh_get_monitoring_url", map[string]any{}))["monitoringUrl"])
 			v := openViewer(t, url, dataDirToken(t, srv.dataDir))
 			for round := range rounds {
 				for i, a := range attacks {
-					r := wantError(t, call("ssh_exec", map[string]any{"command": a.cmd, "timeoutSeconds": 0.1}), "command_timeout")
+					r := wantError(t, call("ssh_exec", map[string]any{"command": a.cmd, "timeoutSeconds": 0.35}), "command_timeout")
 					r = call("ssh_send_input", map[string]any{"commandId": r["commandId"], "input": a.keys, "waitSeconds": 5})
 					switch {
 					case a.refused && r["error"] != "invalid_arguments":

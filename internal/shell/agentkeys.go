@@ -76,7 +76,8 @@ type keySources struct {
 	// last ended a line (see watchAgentRead).
 	agentSeq     int
 	agentLineEnd bool
-	watching     bool // watchAgentRead runs
+	watching     bool   // watchAgentRead runs
+	answered     string // the agent line last answered (endOfInput)
 	// aheadHeld is the human's input held while agentKeys holds, or on
 	// its way to the terminal (releasing).
 	aheadHeld []heldInput
@@ -226,20 +227,43 @@ func countEnters(p []byte) int {
 	return bytes.Count(p, []byte{'\r'}) + bytes.Count(p, []byte{'\n'})
 }
 
-// drainMark handles the rc's request, once the agent's command ended and
-// before the shell reads its next line: no more keys for the command, and
-// an answer on the "in" FIFO; s.mu is held (the terminal reader).
-func (s *Shell) drainMark() {
-	if a := s.agent; a != nil {
-		a.inputClosed = true
+// endOfInput takes no more of the agent's keys for a, whose line ended
+// (its end mark, or the rc's drain request, whichever tandem reads
+// first), and answers the rc once: "keep" when none of the agent's keys
+// can be unread, else "drain", or, where tandem can empty the queue
+// itself, "keep" once it has; s.mu is held.
+func (s *Shell) endOfInput(a *agentRun) {
+	a.inputClosed = true
+	if a.answered {
+		return
 	}
+	a.answered = true
+	s.answerFor(a.rec.ID)
+}
+
+// drainMark handles the rc's drain request for the agent line id, before
+// the shell reads its next line; s.mu is held (the terminal reader).
+func (s *Shell) drainMark(id string) {
+	if a := s.agent; a != nil && a.rec.ID == id {
+		s.endOfInput(a)
+		return
+	}
+	if id != "" && id == s.src.answered {
+		return // answered at its end mark
+	}
+	s.answerFor(id)
+}
+
+// answerFor decides and answers for the agent line id; s.mu is held.
+func (s *Shell) answerFor(id string) {
+	s.src.answered = id
 	if !s.src.agentKeys {
-		s.answerDrain("keep")
+		s.answerDrain(id, "keep")
 		return
 	}
 	fl, ok := s.conn.(InputFlusher)
 	if !ok {
-		s.answerDrain("drain") // the rc empties the queue, then says "drained"
+		s.answerDrain(id, "drain") // the rc empties the queue, then says "drained"
 		return
 	}
 	// Once every agent key written is in the queue (the write lock),
@@ -252,23 +276,31 @@ func (s *Shell) drainMark() {
 		defer s.mu.Unlock()
 		if err != nil {
 			s.log.Warn("shell: could not empty the terminal's input queue; the shell does", "err", err)
-			s.answerDrain("drain")
+			s.answerDrain(id, "drain")
 			return
 		}
-		s.answerDrain("keep")
+		s.answerDrain(id, "keep")
 		s.drainedMark()
 	}()
 }
 
-// answerDrain queues the answer to a drain request; s.mu is held. The
-// nonce tells it from a staged line the shell may read first.
-func (s *Shell) answerDrain(answer string) {
-	select {
-	case s.stageq <- []byte(s.nonce + " " + answer + "\n"):
-	default:
-		// The shell times out and empties the queue itself.
-		s.log.Warn("shell: stage writer busy, dropping a drain answer")
+// answerDrain writes an answer to a drain request; s.mu is held. The
+// nonce and the line's id tell it from a staged line, and from an answer
+// the shell stopped waiting for. It goes on a goroutine of its own, not
+// behind writeStages: the shell is waiting for it.
+func (s *Shell) answerDrain(id, answer string) {
+	r := s.relay
+	if r == nil {
+		return // the shell times out and empties the queue itself
 	}
+	rec := []byte(s.nonce + " " + id + " " + answer + "\n")
+	go func() {
+		s.stageMu.Lock()
+		defer s.stageMu.Unlock()
+		if _, err := r.Stage.Write(rec); err != nil {
+			s.log.Warn("shell: drain answer", "err", err)
+		}
+	}()
 }
 
 // drainedMark handles the end of a drain: the queue held only the agent's

@@ -192,6 +192,7 @@ type agentRun struct {
 	// inputClosed: the shell asked for the drain, the command has ended;
 	// the agent's keys are refused from then on.
 	inputClosed bool
+	answered    bool // the rc's drain request was answered
 	// humanKeys: a viewer's keys reached the terminal during the command
 	// and may be unread (see awaitHumanRead); humanSeq counts such
 	// writes, humanLineEnd says whether the last ended a line.

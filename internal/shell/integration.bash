@@ -101,6 +101,8 @@ __tandem_typed=0
 __tandem_agent=0
 __tandem_pcs=0
 __tandem_pair=0
+__tandem_asked=0
+__tandem_id=
 __tandem_bg=
 
 # Agent commands. tandem presses the stage key; this function asks for the
@@ -148,6 +150,7 @@ __tandem_stage() {
 	READLINE_LINE=$cmd
 	READLINE_POINT=${#cmd}
 	__tandem_agent=1
+	__tandem_id=$id
 	__tandem_bg=${!-}
 	printf '\033]633;X;staged;id=%s;pair=%s%s' "$id" "$__tandem_pair" "$__tandem_N" >&$__tandem_tty
 	exec {__tandem_so}>&1 {__tandem_se}>&2 1>&$__tandem_fo 2>&$__tandem_fe
@@ -168,20 +171,26 @@ __tandem_release() {
 	printf %s "$m" >&$__tandem_fe
 	exec 1>&$__tandem_so 2>&$__tandem_se {__tandem_so}>&- {__tandem_se}>&-
 }
-# After an agent line, before bash reads its next one: what the agent typed
-# and its command did not read must never reach the prompt. tandem answers
-# on the "in" FIFO, never the terminal (that would take the human's keys):
-# "keep" (nothing of the agent's is unread, or tandem emptied the queue),
-# anything else or nothing within 2 s: empty the terminal's queue, which
-# then holds only the agent's keys, and say "drained" so tandem sends the
-# human's keys it held. read -N puts the terminal in non-canonical mode, so
-# a half-typed line is taken too; it stops after 30 ms without a byte.
-__tandem_drain() {
-	local a= junk
-	__tandem_dr=0
-	printf '\033]633;X;drain%s' "$__tandem_N" >&$__tandem_tty
-	while IFS= read -r -t 2 -u "$__tandem_fi" a && [[ $a != "$__tandem_n "* ]]; do :; done
-	[[ $a == "$__tandem_n keep" ]] && return
+# After an agent line, before bash reads its next one, what the agent typed
+# and its command did not read must never reach the prompt. The line's end
+# mark (eom), or the request the hook sends with its P mark (X;drain),
+# makes tandem take no more keys for the line and answer on the "in" FIFO,
+# never the terminal (that would take the human's keys): "NONCE ID keep"
+# when nothing of the agent's is unread, or tandem emptied the queue
+# itself. The hook most often finds the answer there already; this waits
+# for it otherwise (read -t costs about 1.5 us a byte, so a line already
+# there is taken by a plain read). Anything else, or nothing within 2 s:
+# empty the terminal's queue, which then holds only the agent's keys, and
+# say "drained" so tandem sends the human's keys it held. read -N puts the
+# terminal in non-canonical mode, so a half-typed line goes too; it stops
+# after 30 ms without a byte.
+__tandem_drainwait() {
+	local a=$1 junk
+	while [[ $a != "$__tandem_n $__tandem_id "* ]]; do
+		a=
+		{ read -t 0 -u "$__tandem_fi" && IFS= read -r -u "$__tandem_fi" a; } || IFS= read -r -t 2 -u "$__tandem_fi" a || break
+	done
+	[[ $a == "$__tandem_n $__tandem_id keep" ]] && return
 	__tandem_dr=1
 	while IFS= read -r -s -d '' -N 4096 -t 0.03 junk || [[ -n $junk ]]; do :; done
 	printf '\033]633;X;drained%s' "$__tandem_N" >&$__tandem_tty
@@ -216,7 +225,7 @@ __tandem_pc() {
 	fi
 	if [[ $__tandem_agent == 1 ]]; then
 		__tandem_release "$s" "$__tandem_ran"
-		__tandem_drain
+		__tandem_asked=1
 	fi
 	if [[ $__tandem_ran == 1 ]]; then
 		local HISTTIMEFORMAT= num=
@@ -265,7 +274,14 @@ __tandem_pc() {
 	[[ $__tandem_noedit == 1 ]] && printf '\033]633;X;noedit;mode=%s%s' "$__tandem_mode" "$__tandem_N"
 	__tandem_fixed= __tandem_noedit=0
 	__tandem_esc "$PWD"
-	printf '\033]633;P;Cwd=%s%s' "$__tandem_r" "$__tandem_N"
+	if [[ $__tandem_asked == 1 ]]; then
+		__tandem_asked=0 __tandem_dr=0 __tandem_a=
+		printf '\033]633;P;Cwd=%s%s\033]633;X;drain;id=%s%s' "$__tandem_r" "$__tandem_N" "$__tandem_id" "$__tandem_N"
+		read -t 0 -u "$__tandem_fi" && IFS= read -r -u "$__tandem_fi" __tandem_a
+		[[ $__tandem_a == "$__tandem_n $__tandem_id keep" ]] || __tandem_drainwait "$__tandem_a"
+	else
+		printf '\033]633;P;Cwd=%s%s' "$__tandem_r" "$__tandem_N"
+	fi
 	return $s
 }
 __tandem_tail() {

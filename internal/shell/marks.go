@@ -212,7 +212,7 @@ func (s *Shell) private(e *term.Event) {
 	case "drain":
 		// The agent's command ended; the shell waits for the answer before
 		// it reads its next line (agentkeys.go).
-		s.drainMark()
+		s.drainMark(e.Fields["id"])
 	case "drained":
 		s.drainedMark()
 	case "staged", "busy", "stagefail":

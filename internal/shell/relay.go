@@ -64,7 +64,12 @@ func (s *Shell) writeStages(w io.Writer) {
 			return
 		}
 		done := make(chan error, 1)
-		go func() { _, err := w.Write(rec); done <- err }()
+		go func() {
+			s.stageMu.Lock()
+			defer s.stageMu.Unlock()
+			_, err := w.Write(rec)
+			done <- err
+		}()
 		t := time.NewTimer(stageWriteTimeout)
 		var err error
 		select {
@@ -221,6 +226,9 @@ func (s *Shell) relayEvent(stream int, ev *term.Event, fg bool) {
 		if *st == streamWaiting {
 			return
 		}
+		// The line ended: the rc asks next whether the agent's keys are
+		// to be discarded; the answer is on its way before it does.
+		s.endOfInput(a)
 		if ev.Fields["bg"] == "1" || mayBackground(a.rec.Command) {
 			s.rotate = true // a job it started may write here later
 		}

@@ -145,6 +145,9 @@ type Shell struct {
 	opts   Options
 	log    *slog.Logger
 	stageq chan []byte // answers to "want", for writeStages
+	// stageMu serialises writes to the relay's "in" FIFO: staged lines
+	// (writeStages) and drain answers (answerDrain), each written whole.
+	stageMu sync.Mutex
 
 	writeMu sync.Mutex // serialises every write to the PTY
 
