@@ -350,6 +350,34 @@ func (s *Shell) releaseAhead() {
 	}()
 }
 
+// keysLost ends the agent's input for a, which ended without the shell's
+// hook (the shell was replaced, the integration is lost): no drain will
+// come, so tandem empties the queue itself where it can, and the human's
+// held keys go; s.mu is held.
+func (s *Shell) keysLost(a *agentRun) {
+	a.inputClosed, a.answered = true, true
+	if !s.src.agentKeys {
+		return
+	}
+	fl, ok := s.conn.(InputFlusher)
+	if !ok {
+		s.log.Warn("shell: the agent's unread keys stay in the terminal: the shell's integration is gone")
+		s.drainedMark()
+		return
+	}
+	go func() {
+		s.writeMu.Lock()
+		err := fl.FlushInput()
+		s.writeMu.Unlock()
+		if err != nil {
+			s.log.Warn("shell: could not empty the terminal's input queue", "err", err)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.drainedMark()
+	}()
+}
+
 // aheadPending reports whether human input waits in tandem for the
 // agent's leftovers to go: the prompt is not idle, a typed-ahead line is
 // coming; s.mu is held.

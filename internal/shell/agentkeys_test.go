@@ -220,3 +220,29 @@ func TestKeysOfBothIntoOneCommand(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldKeysOutliveALostIntegration: the agent types into a command
+// that replaced the shell (exec) and has not read the keys yet, so no
+// drain ever comes. Once tandem sees the integration is gone it discards
+// the agent's keys, and the human's held behind them reach the program.
+func TestHeldKeysOutliveALostIntegration(t *testing.T) {
+	h, ids := startKeys(t, dialers(t)["local"](t))
+	h.exec(t, "true")
+	<-ids
+	errc := make(chan error, 1)
+	go func() {
+		_, err := h.sh.Exec(context.Background(), `exec python3 -c 'import time; time.sleep(1.5); print(input().upper())'`, shell.ExecOptions{Timeout: time.Second})
+		errc <- err
+	}()
+	id := <-ids
+	if _, err := h.sh.SendInput(context.Background(), id, []byte("agent\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.sh.Input(shell.WithViewer(context.Background(), "bob"), []byte("human\r")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, shell.ErrIntegrationLost) {
+		t.Fatalf("exec python3: %v; want ErrIntegrationLost", err)
+	}
+	h.waitScreen(t, "HUMAN")
+}

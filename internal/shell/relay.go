@@ -307,6 +307,7 @@ func (s *Shell) endAgent(a *agentRun, ev *term.Event, hooksGone bool) {
 		}
 	} else {
 		a.streams[0] = streamClosed
+		s.keysLost(a)
 	}
 	a.streams[1] = streamClosed
 	a.rec.Duration = time.Since(a.rec.Started)
