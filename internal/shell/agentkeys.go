@@ -14,19 +14,25 @@ import (
 // command leaves unread is read by the shell at its next prompt. So:
 //
 //   - One source in the queue at a time. From the agent's first key in a
-//     command until that command's leftovers are discarded, the human's
-//     keys wait in tandem (aheadHeld). Keys the human typed into the
-//     command before the agent's first one must have been read first: a
-//     local terminal's queue can be measured (InputQueuer); over SSH it
-//     cannot, and the agent's keys are refused (BusyHumanInput).
-//   - Discard at the command's end. Before bash reads its next line, the
-//     rc asks tandem (a "drain" mark) and waits for the answer on its
-//     private "in" FIFO, never on the terminal. tandem takes no more keys
-//     for the command and answers "keep" when no agent key can be unread,
-//     or "drain" otherwise: the rc then empties the queue, which holds
-//     only the agent's bytes, and says "drained". A local terminal's queue
-//     is emptied by tandem itself (InputFlusher), and the answer is
-//     "keep". No answer in time counts as "drain".
+//     command until its keys are read or discarded, the human's keys wait
+//     in tandem (aheadHeld); an interrupt key goes at once, as it empties
+//     the queue anyway. Where the queue can be measured (InputQueuer, a
+//     local PTY), they go as soon as it is empty (watchAgentRead); over
+//     SSH, when the command ends. Keys the human typed into the command
+//     before the agent's must have been read before the agent's go: a
+//     local queue is measured; over SSH the agent's keys are refused
+//     (BusyHumanInput).
+//   - Discard at the command's end. tandem takes no more of the agent's
+//     keys for a line once it ended (its end mark on the relay, or the
+//     rc's request, X;drain, sent with its P mark), and answers on the
+//     rc's private "in" FIFO, never the terminal: "NONCE ID keep" when no
+//     agent key can be unread, "drain" otherwise. On "drain", or no
+//     answer within 2 s, the rc empties the queue, which then holds only
+//     the agent's bytes, and says "drained" (X;drained); then the human's
+//     held keys go. Where tandem can empty the queue itself (InputFlusher,
+//     a local PTY), it does, and answers "keep". The answer is mostly
+//     there before the rc asks for it, so a command's latency barely
+//     changes.
 //   - Signal keys. While the terminal turns Ctrl-C, Ctrl-Z and Ctrl-\ into
 //     signals (ISIG), the agent's input may not hold them: a signal
 //     empties the queue and stops or ends the command, and what follows
@@ -134,7 +140,10 @@ func (s *Shell) awaitHumanRead(ctx context.Context, a *agentRun) error {
 			return nil
 		}
 		if measurable {
+			// Under the write lock no key of the human's is on its way in.
+			s.writeMu.Lock()
 			n, canon, err := iq.InputQueue()
+			s.writeMu.Unlock()
 			if err == nil && n == 0 && (!canon || lineEnd) {
 				s.mu.Lock()
 				if a.humanSeq == seq {
