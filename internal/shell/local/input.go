@@ -178,9 +178,15 @@ func (c *conn) FlushInput() error {
 
 // InputQueue reports how many bytes a read of the terminal could take now
 // (TIOCINQ on the slave side) and whether it is in canonical mode, where a
-// line still being typed is not counted.
+// line still being typed is not counted. Bytes written to the master reach
+// the line discipline on a kernel worker, later: a poll of the slave side
+// first waits for that worker when no input shows yet (n_tty_poll), so
+// TIOCINQ counts every byte written before the call.
 func (c *conn) InputQueue() (n int, canonical bool, err error) {
 	err = c.peer(func(fd int) error {
+		if _, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0); err != nil && err != unix.EINTR {
+			return fmt.Errorf("local shell: poll: %w", err)
+		}
 		t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
 		if err != nil {
 			return fmt.Errorf("local shell: TCGETS: %w", err)
