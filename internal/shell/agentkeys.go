@@ -3,6 +3,8 @@ package shell
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -26,10 +28,12 @@ import (
 //     keys for a line once it ended (its end mark on the relay, or the
 //     rc's request, X;drain, sent with its P mark), and answers on the
 //     rc's private "in" FIFO, never the terminal: "NONCE ID keep" when no
-//     agent key can be unread, "drain" otherwise. On "drain", or no
-//     answer within 2 s, the rc empties the queue, which then holds only
-//     the agent's bytes, and says "drained" (X;drained); then the human's
-//     held keys go. Where tandem can empty the queue itself (InputFlusher,
+//     agent key can be unread, "drain TOKEN" otherwise, and types
+//     RS TOKEN US behind the agent's keys: the rc reads the terminal up to
+//     it, so every key of the agent's is gone however late it arrived (over
+//     SSH), and says "drained" (X;drained); then the human's held keys go.
+//     With no answer within 2 s, the rc empties the queue until it stays
+//     empty for 30 ms. Where tandem can empty the queue itself (InputFlusher,
 //     a local PTY), it does, and answers "keep". The answer is mostly
 //     there before the rc asks for it, so a command's latency barely
 //     changes.
@@ -272,7 +276,19 @@ func (s *Shell) answerFor(id string) {
 	}
 	fl, ok := s.conn.(InputFlusher)
 	if !ok {
-		s.answerDrain(id, "drain") // the rc empties the queue, then says "drained"
+		// The rc empties the queue up to a mark tandem types behind the
+		// agent's keys: a fresh token the agent cannot have typed first.
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		tok := hex.EncodeToString(b[:])
+		s.answerDrain(id, "drain "+tok)
+		go func() {
+			s.writeMu.Lock()
+			defer s.writeMu.Unlock()
+			if _, err := s.conn.Write([]byte("\x1e" + tok + "\x1f")); err != nil {
+				s.log.Warn("shell: drain mark", "err", err)
+			}
+		}()
 		return
 	}
 	// Once every agent key written is in the queue (the write lock),

@@ -179,11 +179,12 @@ __tandem_release() {
 # when nothing of the agent's is unread, or tandem emptied the queue
 # itself. The hook most often finds the answer there already; this waits
 # for it otherwise (read -t costs about 1.5 us a byte, so a line already
-# there is taken by a plain read). Anything else, or nothing within 2 s:
-# empty the terminal's queue, which then holds only the agent's keys, and
-# say "drained" so tandem sends the human's keys it held. read -N puts the
-# terminal in non-canonical mode, so a half-typed line goes too; it stops
-# after 30 ms without a byte.
+# there is taken by a plain read). On "drain TOKEN" empty the terminal's
+# queue, which then holds only the agent's keys, up to the RS TOKEN US that
+# tandem types behind them, and say "drained" so tandem sends the human's
+# keys it held. Anything else, or nothing within 2 s: empty it until it
+# stays empty for 30 ms. read -d and -N put the terminal in non-canonical
+# mode, so a half-typed line goes too.
 __tandem_drainwait() {
 	local a=$1 junk
 	while [[ $a != "$__tandem_n $__tandem_id "* ]]; do
@@ -192,7 +193,23 @@ __tandem_drainwait() {
 	done
 	[[ $a == "$__tandem_n $__tandem_id keep" ]] && return
 	__tandem_dr=1
-	while IFS= read -r -s -d '' -N 4096 -t 0.03 junk || [[ -n $junk ]]; do :; done
+	local tok= buf= found=0
+	[[ $a == "$__tandem_n $__tandem_id drain "* ]] && tok=${a##* }
+	if [[ -n $tok ]]; then
+		# tandem types RS TOKEN US behind the agent's keys: read up to it.
+		while IFS= read -r -s -d $'\037' -t 2 junk; do
+			(( ${#buf} > 40 )) && buf=${buf: -40}
+			buf+=$junk
+			if [[ $buf == *$'\036'"$tok" ]]; then
+				found=1
+				break
+			fi
+			buf+=$'\037'
+		done
+	fi
+	if [[ $found == 0 ]]; then
+		while IFS= read -r -s -d '' -N 4096 -t 0.03 junk || [[ -n $junk ]]; do :; done
+	fi
 	printf '\033]633;X;drained%s' "$__tandem_N" >&$__tandem_tty
 }
 # tandem no longer wants a staged line (it gave up waiting): clear it.
