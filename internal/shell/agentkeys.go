@@ -88,6 +88,9 @@ type keySources struct {
 	agentLineEnd bool
 	watching     bool   // watchAgentRead runs
 	answered     string // the agent line last answered (endOfInput)
+	// drainEcho is the terminal's echo of the drain token typed behind
+	// the agent's keys, kept off the viewers' screens.
+	drainEcho []byte
 	// aheadHeld is the human's input held while agentKeys holds, or on
 	// its way to the terminal (releasing).
 	aheadHeld []heldInput
@@ -282,6 +285,7 @@ func (s *Shell) answerFor(id string) {
 		_, _ = rand.Read(b[:])
 		tok := hex.EncodeToString(b[:])
 		s.answerDrain(id, "drain "+tok)
+		s.src.drainEcho = []byte("^^" + tok + "^_") // as the terminal echoes it
 		go func() {
 			s.writeMu.Lock()
 			defer s.writeMu.Unlock()
@@ -326,6 +330,17 @@ func (s *Shell) answerDrain(id, answer string) {
 			s.log.Warn("shell: drain answer", "err", err)
 		}
 	}()
+}
+
+// hideDrainEcho removes the echo of the drain token from terminal output
+// (a token split across two reads shows); s.mu is held.
+func (s *Shell) hideDrainEcho(p []byte) []byte {
+	e := s.src.drainEcho
+	if len(e) == 0 || !bytes.Contains(p, e) {
+		return p
+	}
+	s.src.drainEcho = nil
+	return bytes.Replace(p, e, nil, 1)
 }
 
 // drainedMark handles the end of a drain: the queue held only the agent's

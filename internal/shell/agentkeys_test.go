@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -122,6 +123,12 @@ func TestAgentKeysNeverReachThePrompt(t *testing.T) {
 			}
 			if got := h.users(t, humans); len(got) != humans {
 				t.Errorf("%d human commands; want %d: %v", len(got), humans, commands(got))
+			}
+			h.mu.Lock()
+			screen := h.screen.String()
+			h.mu.Unlock()
+			if m := regexp.MustCompile(`\^\^[0-9a-f]{16}\^_`).FindString(screen); m != "" {
+				t.Errorf("the viewers saw the drain token's echo %q", m)
 			}
 		})
 	}

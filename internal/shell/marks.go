@@ -25,7 +25,7 @@ func (s *Shell) item(it term.Item) {
 			// a getpass prompt): its last line is what it waits at.
 			a.lastOut = appendBounded(a.lastOut, it.Data, maxLastLine*4)
 		}
-		s.display(it.Data)
+		s.display(s.hideDrainEcho(it.Data))
 		return
 	}
 	s.event(it.Event)
