@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -252,4 +253,60 @@ func TestHeldKeysOutliveALostIntegration(t *testing.T) {
 		t.Fatalf("exec python3: %v; want ErrIntegrationLost", err)
 	}
 	h.waitScreen(t, "HUMAN")
+}
+
+// TestTypedWhileStagedIsKept: keys a human typed while the agent's line
+// was being staged reach the terminal right behind it; the agent's keys
+// then wait until they were read, or are refused, so the discard at the
+// command's end never takes the human's line.
+func TestTypedWhileStagedIsKept(t *testing.T) {
+	for name, dial := range dialers(t) {
+		if name == "pty" {
+			continue // the test PTY cannot look at the shell's process
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h, ids := startKeys(t, dial(t))
+			h.exec(t, "true")
+			<-ids
+			for deadline := time.Now().Add(10 * time.Second); !h.sh.AtIdlePrompt(); time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("no idle prompt")
+				}
+			}
+			pid := h.sh.PID()
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+			done := make(chan error, 1)
+			go func() {
+				_, err := h.sh.Exec(context.Background(), "sleep 1.5", shell.ExecOptions{Timeout: 15 * time.Second})
+				done <- err
+			}()
+			for deadline := time.Now().Add(10 * time.Second); !h.sh.Staging(); time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the agent's line was never staged")
+				}
+			}
+			if err := h.sh.Input(shell.WithViewer(context.Background(), "bob"), []byte("echo early\r")); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			id := <-ids
+			_, err := h.sh.SendInput(context.Background(), id, []byte("echo agent-typed\n"))
+			var busy *shell.BusyError
+			if !errors.As(err, &busy) || busy.Kind != shell.BusyHumanInput {
+				t.Errorf("the agent's keys behind the human's unread line: %v; want busy %s", err, shell.BusyHumanInput)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if got := h.users(t, 1); got[0].Command != "echo early" || got[0].Viewer != "bob" {
+				t.Errorf("the human's line came back as %q by %q", got[0].Command, got[0].Viewer)
+			}
+		})
+	}
 }

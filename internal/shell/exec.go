@@ -424,6 +424,12 @@ func (s *Shell) stage(ctx context.Context, a *agentRun, limit time.Duration) err
 		}
 	}
 	held := s.takeHeld()
+	if len(held) > 0 {
+		// Keys of the human's reach the terminal with the line: the
+		// agent's wait until they were read (awaitHumanRead).
+		a.humanKeys, a.humanLineEnd = true, held[len(held)-1] == '\r' || held[len(held)-1] == '\n'
+		a.humanSeq++
+	}
 	// An interrupt key acts the moment the terminal receives it, and
 	// drops what the shell has not read yet, the accept key included: it
 	// waits, with what follows it, until the command has started.
