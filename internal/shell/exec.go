@@ -588,12 +588,14 @@ func (s *Shell) settle(ctx context.Context) {
 		}
 		// The condition must be false now: a true one returns at once,
 		// without letting the terminal reader in. A prompt drawn or left
-		// meanwhile is a new case: look again (typed-ahead Enters go
-		// stale on their own clock).
+		// meanwhile is a new case, and so are the human's held keys let go
+		// (aheadPending): look again (typed-ahead Enters go stale on their
+		// own clock).
 		up := s.promptUp
 		cont := s.cont
+		ahead := s.aheadPending()
 		err := s.waitUntil(ctx, d, func() bool {
-			return s.idlePrompt() || s.agent != nil || s.human != nil || s.promptUp != up || s.cont != cont
+			return s.idlePrompt() || s.agent != nil || s.human != nil || s.promptUp != up || s.cont != cont || s.aheadPending() != ahead
 		})
 		if err != nil && !errors.Is(err, errDeadline) {
 			return
