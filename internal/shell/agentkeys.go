@@ -91,6 +91,7 @@ type keySources struct {
 	// drainEcho is the terminal's echo of the drain token typed behind
 	// the agent's keys, kept off the viewers' screens.
 	drainEcho []byte
+	echoTail  []byte // output held back that may begin drainEcho
 	// aheadHeld is the human's input held while agentKeys holds, or on
 	// its way to the terminal (releasing).
 	aheadHeld []heldInput
@@ -332,15 +333,26 @@ func (s *Shell) answerDrain(id, answer string) {
 	}()
 }
 
-// hideDrainEcho removes the echo of the drain token from terminal output
-// (a token split across two reads shows); s.mu is held.
+// hideDrainEcho removes the echo of the drain token from terminal output;
+// s.mu is held. While the echo is due, an end of p that may begin it is
+// held back for the next read (echoTail), and shown once the drain is
+// over if the echo never came (the terminal did not echo).
 func (s *Shell) hideDrainEcho(p []byte) []byte {
 	e := s.src.drainEcho
-	if len(e) == 0 || !bytes.Contains(p, e) {
+	if len(e) == 0 {
 		return p
 	}
-	s.src.drainEcho = nil
-	return bytes.Replace(p, e, nil, 1)
+	b := append(s.src.echoTail, p...)
+	s.src.echoTail = nil
+	if i := bytes.Index(b, e); i >= 0 {
+		s.src.drainEcho = nil
+		return append(b[:i:i], b[i+len(e):]...)
+	}
+	if k := markerPrefixLen(b, e); k > 0 {
+		s.src.echoTail = bytes.Clone(b[len(b)-k:])
+		b = b[:len(b)-k]
+	}
+	return b
 }
 
 // drainedMark handles the end of a drain: the queue held only the agent's
@@ -348,6 +360,11 @@ func (s *Shell) hideDrainEcho(p []byte) []byte {
 // s.mu is held.
 func (s *Shell) drainedMark() {
 	s.src.agentKeys = false
+	s.src.drainEcho = nil
+	if t := s.src.echoTail; len(t) > 0 {
+		s.src.echoTail = nil
+		s.display(t)
+	}
 	s.releaseAhead()
 }
 
