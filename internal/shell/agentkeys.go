@@ -27,8 +27,8 @@ import (
 //   - Discard at the command's end. tandem takes no more of the agent's
 //     keys for a line once it ended (its end mark on the relay, or the
 //     rc's request, X;drain, sent with its P mark), and answers on the
-//     rc's private "in" FIFO, never the terminal: "NONCE ID keep" when no
-//     agent key can be unread, "drain TOKEN" otherwise, and types
+//     rc's private "in" FIFO, never the terminal: "keep" when no agent
+//     key can be unread, "drain" with a token otherwise, and types
 //     RS TOKEN US behind the agent's keys: the rc reads the terminal up to
 //     it, so every key of the agent's is gone however late it arrived (over
 //     SSH), and says "drained" (X;drained); then the human's held keys go.
@@ -275,7 +275,7 @@ func (s *Shell) drainMark(id string) {
 func (s *Shell) answerFor(id string) {
 	s.src.answered = id
 	if !s.src.agentKeys {
-		s.answerDrain(id, "keep")
+		s.answerDrain(id, answerKeep)
 		return
 	}
 	fl, ok := s.conn.(InputFlusher)
@@ -285,7 +285,7 @@ func (s *Shell) answerFor(id string) {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
 		tok := hex.EncodeToString(b[:])
-		s.answerDrain(id, "drain "+tok)
+		s.answerDrain(id, answerDrain+" "+tok)
 		s.src.drainEcho = []byte("^^" + tok + "^_") // as the terminal echoes it
 		go func() {
 			s.writeMu.Lock()
@@ -306,13 +306,25 @@ func (s *Shell) answerFor(id string) {
 		defer s.mu.Unlock()
 		if err != nil {
 			s.log.Warn("shell: could not empty the terminal's input queue; the shell does", "err", err)
-			s.answerDrain(id, "drain")
+			s.answerDrain(id, answerDrain)
 			return
 		}
-		s.answerDrain(id, "keep")
+		s.answerDrain(id, answerKeep)
 		s.drainedMark()
 	}()
 }
+
+// The answers to a drain request, "KEY ID k" and "KEY ID d TOKEN": KEY is
+// the nonce's first answerKeyLen characters, ID the line id's last
+// answerIDLen. Short, as bash reads a FIFO a byte per read(2), and a key
+// of 48 bits is beyond guessing (a program that reads the nonce from
+// bash's memory can forge any mark anyway).
+const (
+	answerKeep   = "k"
+	answerDrain  = "d"
+	answerKeyLen = 12
+	answerIDLen  = 8
+)
 
 // answerDrain writes an answer to a drain request; s.mu is held. The
 // nonce and the line's id tell it from a staged line, and from an answer
@@ -323,7 +335,7 @@ func (s *Shell) answerDrain(id, answer string) {
 	if r == nil {
 		return // the shell times out and empties the queue itself
 	}
-	rec := []byte(s.nonce + " " + id + " " + answer + "\n")
+	rec := []byte(s.nonce[:answerKeyLen] + " " + id[max(len(id)-answerIDLen, 0):] + " " + answer + "\n")
 	go func() {
 		s.stageMu.Lock()
 		defer s.stageMu.Unlock()

@@ -45,6 +45,9 @@ __tandem_A=$'\033]133;A;n='$__tandem_n$'\007'
 __tandem_B=$'\033]133;B;n='$__tandem_n$'\007'
 __tandem_C=$'\033]133;C;n='$__tandem_n$'\007'
 __tandem_N=';n='$__tandem_n$'\007'
+# The key of tandem's answers on the "in" FIFO: the nonce's first 12
+# characters, as each answer costs bash a read(2) a byte.
+__tandem_k=${__tandem_n:0:12}
 
 # Each substitution only runs when its byte is there: on a long line a
 # substitution costs time even with nothing to replace.
@@ -116,8 +119,8 @@ __tandem_stage() {
 	local LC_ALL=C hdr id len cmd pair fo fe
 	printf '\033]633;X;want%s' "$__tandem_N" >&$__tandem_tty
 	# A drain answer that came after its wait ran out is skipped.
-	while IFS= read -r -t 5 -u "$__tandem_fi" hdr && [[ $hdr == "$__tandem_n "* ]]; do :; done
-	if [[ -z $hdr || $hdr == "$__tandem_n "* ]]; then
+	while IFS= read -r -t 5 -u "$__tandem_fi" hdr && [[ $hdr == "$__tandem_k "* ]]; do :; done
+	if [[ -z $hdr || $hdr == "$__tandem_k "* ]]; then
 		printf '\033]633;X;stagefail%s' "$__tandem_N" >/dev/tty
 		return
 	fi
@@ -175,26 +178,32 @@ __tandem_release() {
 # and its command did not read must never reach the prompt. The line's end
 # mark (eom), or the request the hook sends with its P mark (X;drain),
 # makes tandem take no more keys for the line and answer on the "in" FIFO,
-# never the terminal (that would take the human's keys): "NONCE ID keep"
-# when nothing of the agent's is unread, or tandem emptied the queue
-# itself. The hook most often finds the answer there already; this waits
-# for it otherwise (read -t costs about 1.5 us a byte, so a line already
-# there is taken by a plain read). On "drain TOKEN" empty the terminal's
+# never the terminal (that would take the human's keys): "KEY ID k" (ID
+# is the line's id's last 8 characters) when nothing of the agent's is
+# unread, or tandem emptied the queue itself. The hook most often finds the answer there already; this waits
+# for it otherwise (read -t costs about 1.5 us a byte, so it waits for one
+# byte, and a plain read takes the rest). On "KEY ID d TOKEN" empty the terminal's
 # queue, which then holds only the agent's keys, up to the RS TOKEN US that
 # tandem types behind them, and say "drained" so tandem sends the human's
 # keys it held. Anything else, or nothing within 2 s: empty it until it
 # stays empty for 30 ms. read -d and -N put the terminal in non-canonical
 # mode, so a half-typed line goes too.
 __tandem_drainwait() {
-	local a=$1 junk
-	while [[ $a != "$__tandem_n $__tandem_id "* ]]; do
+	local a=$1 c junk
+	while [[ $a != "$__tandem_k ${__tandem_id: -8} "* ]]; do
 		a=
-		{ read -t 0 -u "$__tandem_fi" && IFS= read -r -u "$__tandem_fi" a; } || IFS= read -r -t 2 -u "$__tandem_fi" a || break
+		# Wait for the first byte only: the rest of the line, written
+		# whole, is there with it.
+		if ! { read -t 0 -u "$__tandem_fi" && IFS= read -r -u "$__tandem_fi" a; }; then
+			IFS= read -r -d '' -N 1 -t 2 -u "$__tandem_fi" c || break
+			IFS= read -r -u "$__tandem_fi" a
+			a=$c$a
+		fi
 	done
-	[[ $a == "$__tandem_n $__tandem_id keep" ]] && return
+	[[ $a == "$__tandem_k ${__tandem_id: -8} k" ]] && return
 	__tandem_dr=1
 	local tok= buf= found=0
-	[[ $a == "$__tandem_n $__tandem_id drain "* ]] && tok=${a##* }
+	[[ $a == "$__tandem_k ${__tandem_id: -8} d "* ]] && tok=${a##* }
 	if [[ -n $tok ]]; then
 		# tandem types RS TOKEN US behind the agent's keys: read up to it.
 		while IFS= read -r -s -d $'\037' -t 2 junk; do
@@ -295,7 +304,7 @@ __tandem_pc() {
 		__tandem_asked=0 __tandem_dr=0 __tandem_a=
 		printf '\033]633;P;Cwd=%s%s\033]633;X;drain;id=%s%s' "$__tandem_r" "$__tandem_N" "$__tandem_id" "$__tandem_N"
 		read -t 0 -u "$__tandem_fi" && IFS= read -r -u "$__tandem_fi" __tandem_a
-		[[ $__tandem_a == "$__tandem_n $__tandem_id keep" ]] || __tandem_drainwait "$__tandem_a"
+		[[ $__tandem_a == "$__tandem_k ${__tandem_id: -8} k" ]] || __tandem_drainwait "$__tandem_a"
 	else
 		printf '\033]633;P;Cwd=%s%s' "$__tandem_r" "$__tandem_N"
 	fi
