@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/audit"
-
 	"github.com/tandem-sh/tandem/internal/session"
 )
 

@@ -310,3 +310,47 @@ func TestTypedWhileStagedIsKept(t *testing.T) {
 		})
 	}
 }
+
+// TestHumanInterruptPassesHeldKeys: while the human's keys wait behind
+// the agent's unread ones, the human's Ctrl-C still interrupts the
+// command at once; what the human typed before it is dropped, as the
+// terminal drops what a Ctrl-C finds unread, and nothing of the agent's
+// runs at the prompt.
+func TestHumanInterruptPassesHeldKeys(t *testing.T) {
+	for name, dial := range dialers(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h, ids := startKeys(t, dial(t))
+			h.exec(t, "true")
+			<-ids
+			viewer := shell.WithViewer(context.Background(), "bob")
+			done := make(chan shell.Record, 1)
+			go func() {
+				rec, _ := h.sh.Exec(context.Background(), "sleep 30", shell.ExecOptions{Timeout: 20 * time.Second})
+				done <- rec
+			}()
+			id := <-ids
+			if _, err := h.sh.SendInput(context.Background(), id, []byte("echo agent-$((1+1))\n")); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.sh.Input(viewer, []byte("echo held\r")); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if err := h.sh.Input(viewer, []byte{3}); err != nil {
+				t.Fatal(err)
+			}
+			rec := <-done
+			if rec.Interrupt == nil || rec.Interrupt.By != "human" || time.Since(start) > 10*time.Second {
+				t.Fatalf("the human's Ctrl-C: exit %d, interrupt %+v after %v", rec.ExitCode, rec.Interrupt, time.Since(start))
+			}
+			h.idle(t)
+			if err := h.sh.Input(viewer, []byte("echo after\r")); err != nil {
+				t.Fatal(err)
+			}
+			if got := h.users(t, 1); len(got) != 1 || got[0].Command != "echo after" {
+				t.Errorf("human commands %v; want only echo after", commands(got))
+			}
+		})
+	}
+}
