@@ -138,6 +138,8 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 		return fail(codeAuthFailed, "SSH authentication failed: "+err.Error()+". Check the username and credentials.", nil)
 	case errors.As(err, &hostKey) || errors.Is(err, session.ErrHostKey):
 		return fail(codeHostKey, "The SSH host key was rejected: "+err.Error()+".", nil)
+	case errors.Is(err, session.ErrInvalidInput):
+		return fail(codeInvalidArguments, "Invalid argument 'input': "+err.Error()+".", reply{"field": "input"})
 	case errors.Is(err, session.ErrInvalidCommand):
 		return fail(codeInvalidArguments, "Invalid argument 'command': "+err.Error()+".", reply{"field": "command"})
 	case errors.As(err, &exit):
@@ -222,6 +224,8 @@ func busyFailure(busy *session.BusyError) *failure {
 		msg = "The session is busy: the human has typed part of a command line (partialLine) and not submitted it. Wait and call again, or ask the human to finish or clear the line; nothing of yours is running, so there is nothing to cancel."
 	case session.BusyContinuation:
 		msg = "The session is busy: the human is in the middle of a multi-line command. Wait and call again, or ask the human to finish it."
+	case session.BusyHumanInput:
+		msg = "The human typed into your running command (runningCommandId) and tandem cannot tell that the command has read all of it (it never can over SSH): your keys would mix with theirs in the terminal's input queue, whose unread rest is discarded when the command ends. Wait for the command to read it or to end, or ask the human."
 	default:
 		msg = "The session is busy: the shell is not at an idle prompt (it is on its way to one, or a program of the human's reads the terminal). Wait a moment and call again."
 	}

@@ -2,9 +2,11 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
+	"github.com/tandem-sh/tandem/internal/audit"
 	"github.com/tandem-sh/tandem/internal/session"
 )
 
@@ -78,7 +80,12 @@ func (s *Server) sendInput(ctx context.Context, c session.Caller, a sendInputArg
 	from := [2]int64{rec.Stdout.Size(), rec.Stderr.Size()}
 	echo, err := sess.SendInput(ctx, a.CommandID, []byte(keys))
 	info := callFrom(ctx)
-	info.maskInput = echo != 1 // a password prompt, or a terminal tandem cannot see
+	// The audit keeps what the agent typed, redacted like output; only
+	// at a prompt that hides keys (a password), or where tandem cannot
+	// see whether the terminal echoes, the input's size alone.
+	info.maskInput = echo != 1
+	typed := sess.RedactText(a.Input)
+	info.auditInput = &typed
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +149,25 @@ func (s *Server) awaitAnswer(ctx context.Context, sess *session.Session, id stri
 		}
 		seen = [2]int64{rec.Stdout.Size(), rec.Stderr.Size()}
 	}
+}
+
+// withInput replaces the input argument of audited arguments by in, the
+// keys as redacted for the session; the patterns every audit record goes
+// through apply again.
+func withInput(args json.RawMessage, in string) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(args, &m) != nil {
+		return json.RawMessage(`{"_unparseable":true}`)
+	}
+	if _, ok := m["input"]; !ok {
+		return args
+	}
+	m["input"], _ = json.Marshal(in)
+	b, err := json.Marshal(m)
+	if err != nil {
+		return json.RawMessage(`{"_unparseable":true}`)
+	}
+	return audit.Redact(b)
 }
 
 // fromOffset is the part of a stream from off on.

@@ -232,6 +232,9 @@ type call struct {
 	// maskInput keeps the input argument out of the audit: keys typed
 	// where the terminal does not echo them (a password prompt).
 	maskInput bool
+	// auditInput, if set, is the input argument as the audit keeps it:
+	// redacted with the session's redactor, like output.
+	auditInput *string
 	// commandID is the command the call ran, if any: an interrupted or
 	// timed-out call's audit record names it, for reading it back.
 	commandID string
@@ -412,6 +415,8 @@ func (s *Server) audit(ctx context.Context, c session.Caller, tool string, info 
 		args = auditArgs(info.req.Params.Arguments, info.decoded)
 		if info.maskInput {
 			args = maskInput(args)
+		} else if info.auditInput != nil {
+			args = withInput(args, *info.auditInput)
 		}
 	}
 	rec := audit.Record{
@@ -520,9 +525,9 @@ func (s *Server) register() {
 			},
 			handler: handler(s, "ssh_read_output", s.readOutput)},
 		{name: "ssh_send_input", title: "Answer your running command", in: sendInputSchema, destructive: true,
-			desc: "Send keys to your own running command: an answer at a prompt (read -p, rm -i, [Y/n], a password), a line for a REPL. submit adds Enter. Returns what the command did next: the output since (stdoutOffset on), or its result if it ended, and whether it waits for input again.",
+			desc: "Send keys to your own running command: an answer at a prompt (read -p, rm -i, [Y/n], a password), a line for a REPL. submit adds Enter. What the command leaves unread when it ends is discarded, never run at the prompt; Ctrl-C, Ctrl-Z and Ctrl-\\ are refused while the terminal turns them into signals (use ssh_cancel). Returns what the command did next: the output since (stdoutOffset on), or its result if it ended, and whether it waits for input again.",
 			out: schema{"result": resultSchema, "bytesSent": typed("integer", "How many bytes were typed."),
-				"echoed":       typed("boolean", "Whether the terminal showed the keys (false at a password prompt; absent where tandem cannot tell). Keys it hid are not audited."),
+				"echoed":       typed("boolean", "Whether the terminal showed the keys (false at a password prompt; absent where tandem cannot tell). The audit keeps the keys, redacted like output, except where the terminal hid them or tandem cannot tell."),
 				"stdout":       typed("string", "While it runs: its output since the keys (stdoutNextOffset when there is more)."),
 				"stderr":       typed("string", "While it runs: its stderr since the keys."),
 				"stdoutOffset": typed("integer", "Where stdout since the keys starts in the stream."), "stderrOffset": typed("integer", "Where stderr since the keys starts."),

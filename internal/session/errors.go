@@ -33,6 +33,7 @@ const (
 	BusyPartialLine  = shell.BusyPartialLine
 	BusyContinuation = shell.BusyContinuation
 	BusyNotIdle      = shell.BusyNotIdle
+	BusyHumanInput   = shell.BusyHumanInput
 )
 
 // Sentinels of the layers below, for errors.Is.
@@ -41,6 +42,7 @@ var (
 	ErrShellExited     = shell.ErrShellExited
 	ErrNotRunning      = shell.ErrNotRunning
 	ErrInvalidCommand  = shell.ErrInvalidCommand
+	ErrInvalidInput    = shell.ErrInvalidInput
 	ErrCaptureFailed   = shell.ErrCaptureFailed
 	ErrIntegrationLost = shell.ErrIntegrationLost
 	ErrUnresponsive    = shell.ErrUnresponsive

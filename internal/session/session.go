@@ -475,6 +475,10 @@ func (s *Session) SendInput(ctx context.Context, id string, input []byte) (echo 
 	return echo, nil
 }
 
+// RedactText replaces the session's secrets in text the agent typed, as
+// in output, for the audit; see shell.Shell.RedactText.
+func (s *Session) RedactText(t string) string { return s.sh.RedactText(t) }
+
 // TakeBackground returns the output background jobs printed since the
 // last call, filed for read-back by its ID; ok is false when there was
 // none.

@@ -22,8 +22,14 @@
 //	input                 ◀─────── err: readline's redraw, 133;C ◀─ PS0 (C is last)
 //	stdout, stderr        ◀─────── out, err: the command's output
 //	                      ◀─────── out, err: 633;X;eom;status;ran;cwd ◀ PROMPT_COMMAND,
-//	                                                                fds 1,2 back
-//	done when both streams ended   pty: 133;D, 633;P, prompt
+//	no more agent keys;                                             fds 1,2 back
+//	"NONCE ID keep|drain\n" ─────▶ in FIFO ──────────────────────▶ read (before readline)
+//	done when both streams ended   pty: 133;D, 633;P, 633;X;drain;id=ID, prompt
+//	                               (on "drain": the rc empties the tty, 633;X;drained)
+//
+// Keys the agent sends to its running command (SendInput) that it leaves
+// unread are discarded before bash reads its next line, and the human's
+// keys never share the terminal's queue with them: see agentkeys.go.
 //
 // Because fds 1 and 2 move when the line is staged, every shape of line is
 // captured, a leading subshell included, and the result (status, cwd) comes

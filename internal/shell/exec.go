@@ -47,6 +47,10 @@ const (
 	BusyPartialLine  = "partial_line"  // the human has half typed a line
 	BusyContinuation = "continuation"  // the human is in a multi-line command
 	BusyNotIdle      = "not_idle"      // the shell shows no idle prompt
+	// BusyHumanInput: the human typed into the agent's command and it
+	// has not read it all, or tandem cannot tell (SSH): the agent's keys
+	// would mix with theirs in the terminal's queue.
+	BusyHumanInput = "human_input"
 )
 
 // BusyError says why the shell cannot take an agent command now.
@@ -185,8 +189,18 @@ type agentRun struct {
 	// command has started; releasing while it is being sent.
 	later     []byte
 	releasing bool
-	started   bool // the start mark came: the line runs
-	onOutput  func(stream int, p []byte)
+	// inputClosed: the shell asked for the drain, the command has ended;
+	// the agent's keys are refused from then on.
+	inputClosed bool
+	answered    bool // the rc's drain request was answered
+	// humanKeys: a viewer's keys reached the terminal during the command
+	// and may be unread (see awaitHumanRead); humanSeq counts such
+	// writes, humanLineEnd says whether the last ended a line.
+	humanKeys    bool
+	humanSeq     int
+	humanLineEnd bool
+	started      bool // the start mark came: the line runs
+	onOutput     func(stream int, p []byte)
 	// out are stdout and stderr on their way to rec's files, through the
 	// session's redactor.
 	out [2]*outStream
@@ -410,6 +424,12 @@ func (s *Shell) stage(ctx context.Context, a *agentRun, limit time.Duration) err
 		}
 	}
 	held := s.takeHeld()
+	if len(held) > 0 {
+		// Keys of the human's reach the terminal with the line: the
+		// agent's wait until they were read (awaitHumanRead).
+		a.humanKeys, a.humanLineEnd = true, held[len(held)-1] == '\r' || held[len(held)-1] == '\n'
+		a.humanSeq++
+	}
 	// An interrupt key acts the moment the terminal receives it, and
 	// drops what the shell has not read yet, the accept key included: it
 	// waits, with what follows it, until the command has started.
@@ -550,7 +570,7 @@ func (s *Shell) settle(ctx context.Context) {
 	for s.agent == nil && s.human == nil && s.err == nil && !s.idlePrompt() {
 		var until time.Time
 		switch {
-		case s.promptDue || (s.fresh && !s.promptUp) || s.fixLine != "" || (!s.promptUp && !s.cont && len(s.typed) > 0):
+		case s.promptDue || (s.fresh && !s.promptUp) || s.fixLine != "" || (!s.promptUp && !s.cont && len(s.typed) > 0) || s.aheadPending():
 			// A prompt is on its way, or a line the human submitted is
 			// about to start (its command-start mark, or a new prompt).
 			until = deadline
@@ -568,12 +588,14 @@ func (s *Shell) settle(ctx context.Context) {
 		}
 		// The condition must be false now: a true one returns at once,
 		// without letting the terminal reader in. A prompt drawn or left
-		// meanwhile is a new case: look again (typed-ahead Enters go
-		// stale on their own clock).
+		// meanwhile is a new case, and so are the human's held keys let go
+		// (aheadPending): look again (typed-ahead Enters go stale on their
+		// own clock).
 		up := s.promptUp
 		cont := s.cont
+		ahead := s.aheadPending()
 		err := s.waitUntil(ctx, d, func() bool {
-			return s.idlePrompt() || s.agent != nil || s.human != nil || s.promptUp != up || s.cont != cont
+			return s.idlePrompt() || s.agent != nil || s.human != nil || s.promptUp != up || s.cont != cont || s.aheadPending() != ahead
 		})
 		if err != nil && !errors.Is(err, errDeadline) {
 			return

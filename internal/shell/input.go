@@ -104,19 +104,21 @@ const EchoUnknown = -1
 
 // SendInput types input into the terminal for the agent's running command
 // id: keys it reads, such as an answer at a prompt. It never reaches a
-// command that is not the agent's own, nor the shell's prompt. It reports
+// command that is not the agent's own, nor the shell's prompt: what the
+// command leaves unread is discarded when it ends (see agentkeys.go), and
+// signal keys are refused while the terminal acts on them. It reports
 // whether the terminal echoed the keys (1), hid them (0, a password
 // prompt), or cannot tell (EchoUnknown).
 func (s *Shell) SendInput(ctx context.Context, id string, input []byte) (echo int, err error) {
 	s.mu.Lock()
 	a := s.agent
-	if a == nil || a.rec.ID != id || a.phase < phaseAccepted {
+	if a == nil || a.rec.ID != id || a.phase < phaseAccepted || a.inputClosed {
 		s.mu.Unlock()
 		return 0, fmt.Errorf("send input: %w: %s is not the agent's running command", ErrNotRunning, id)
 	}
 	// Keys typed before the line runs would be read by the shell itself.
 	err = s.waitUntil(ctx, stageTimeout, func() bool { return a.started || a.phase == phaseDone })
-	done := a.phase == phaseDone
+	done := a.phase == phaseDone || a.inputClosed
 	s.mu.Unlock()
 	switch {
 	case errors.Is(err, errDeadline):
@@ -126,22 +128,53 @@ func (s *Shell) SendInput(ctx context.Context, id string, input []byte) (echo in
 	case done:
 		return 0, fmt.Errorf("send input: %w: %s has ended", ErrNotRunning, id)
 	}
+	if err := s.refuseSignalKeys(input); err != nil {
+		return 0, err
+	}
+	if err := s.awaitHumanRead(ctx, a); err != nil {
+		return 0, err
+	}
 	echo = s.inputEcho(ctx)
+	s.refreshRedact()
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.mu.Lock()
-	if s.agent != a || a.phase != phaseAccepted {
+	if s.agent != a || a.phase != phaseAccepted || a.inputClosed {
 		s.mu.Unlock()
 		return 0, fmt.Errorf("send input: %w: %s has ended", ErrNotRunning, id)
 	}
+	if a.humanKeys {
+		// The human typed again since awaitHumanRead looked.
+		s.mu.Unlock()
+		return 0, &BusyError{Kind: BusyHumanInput, Reason: "the human typed into this command and it has not read all of it yet", CommandID: a.rec.ID, Command: a.rec.Command, Since: a.rec.Started}
+	}
+	// From now until the command's leftovers are discarded, the human's
+	// keys wait in tandem. Set before the write: the drain decision,
+	// taken under s.mu, sees it.
+	s.src.agentKeys = true
+	s.src.agentSeq++
+	if len(input) > 0 {
+		s.src.agentLineEnd = input[len(input)-1] == '\r' || input[len(input)-1] == '\n'
+	}
 	if s.opts.Input != nil && echo == 1 {
-		s.opts.Input(input)
+		if s.inputRed != nil {
+			_, _ = s.inputRed.Write(input)
+		} else {
+			s.opts.Input(input)
+		}
 	}
 	s.mu.Unlock()
 	if _, err := s.conn.Write(input); err != nil {
 		return 0, fmt.Errorf("send input: %w", err)
 	}
 	return echo, nil
+}
+
+// RedactText replaces the session's secrets in a text the agent typed,
+// for the audit: the same redaction as output.
+func (s *Shell) RedactText(t string) string {
+	s.refreshRedact()
+	return s.redactText(t)
 }
 
 // Wait waits, with the shell's state locked, until cond holds, ctx ends

@@ -45,6 +45,9 @@ __tandem_A=$'\033]133;A;n='$__tandem_n$'\007'
 __tandem_B=$'\033]133;B;n='$__tandem_n$'\007'
 __tandem_C=$'\033]133;C;n='$__tandem_n$'\007'
 __tandem_N=';n='$__tandem_n$'\007'
+# The key of tandem's answers on the "in" FIFO: the nonce's first 12
+# characters, as each answer costs bash a read(2) a byte.
+__tandem_k=${__tandem_n:0:12}
 
 # Each substitution only runs when its byte is there: on a long line a
 # substitution costs time even with nothing to replace.
@@ -101,6 +104,8 @@ __tandem_typed=0
 __tandem_agent=0
 __tandem_pcs=0
 __tandem_pair=0
+__tandem_asked=0
+__tandem_id=
 __tandem_bg=
 
 # Agent commands. tandem presses the stage key; this function asks for the
@@ -113,7 +118,9 @@ __tandem_bg=
 __tandem_stage() {
 	local LC_ALL=C hdr id len cmd pair fo fe
 	printf '\033]633;X;want%s' "$__tandem_N" >&$__tandem_tty
-	if ! IFS= read -r -t 5 -u "$__tandem_fi" hdr; then
+	# A drain answer that came after its wait ran out is skipped.
+	while IFS= read -r -t 5 -u "$__tandem_fi" hdr && [[ $hdr == "$__tandem_k "* ]]; do :; done
+	if [[ -z $hdr || $hdr == "$__tandem_k "* ]]; then
 		printf '\033]633;X;stagefail%s' "$__tandem_N" >/dev/tty
 		return
 	fi
@@ -146,6 +153,7 @@ __tandem_stage() {
 	READLINE_LINE=$cmd
 	READLINE_POINT=${#cmd}
 	__tandem_agent=1
+	__tandem_id=$id
 	__tandem_bg=${!-}
 	printf '\033]633;X;staged;id=%s;pair=%s%s' "$id" "$__tandem_pair" "$__tandem_N" >&$__tandem_tty
 	exec {__tandem_so}>&1 {__tandem_se}>&2 1>&$__tandem_fo 2>&$__tandem_fe
@@ -165,6 +173,53 @@ __tandem_release() {
 	printf %s "$m" >&$__tandem_fo
 	printf %s "$m" >&$__tandem_fe
 	exec 1>&$__tandem_so 2>&$__tandem_se {__tandem_so}>&- {__tandem_se}>&-
+}
+# After an agent line, before bash reads its next one, what the agent typed
+# and its command did not read must never reach the prompt. The line's end
+# mark (eom), or the request the hook sends with its P mark (X;drain),
+# makes tandem take no more keys for the line and answer on the "in" FIFO,
+# never the terminal (that would take the human's keys): "KEY ID k" (ID
+# is the line's id's last 8 characters) when nothing of the agent's is
+# unread, or tandem emptied the queue itself. The hook most often finds the answer there already; this waits
+# for it otherwise (read -t costs about 1.5 us a byte, so it waits for one
+# byte, and a plain read takes the rest). On "KEY ID d TOKEN" empty the terminal's
+# queue, which then holds only the agent's keys, up to the RS TOKEN US that
+# tandem types behind them, and say "drained" so tandem sends the human's
+# keys it held. Anything else, or nothing within 2 s: empty it until it
+# stays empty for 30 ms. read -d and -N put the terminal in non-canonical
+# mode, so a half-typed line goes too.
+__tandem_drainwait() {
+	local a=$1 c junk
+	while [[ $a != "$__tandem_k ${__tandem_id: -8} "* ]]; do
+		a=
+		# Wait for the first byte only: the rest of the line, written
+		# whole, is there with it.
+		if ! { read -t 0 -u "$__tandem_fi" && IFS= read -r -u "$__tandem_fi" a; }; then
+			IFS= read -r -d '' -N 1 -t 2 -u "$__tandem_fi" c || break
+			IFS= read -r -u "$__tandem_fi" a
+			a=$c$a
+		fi
+	done
+	[[ $a == "$__tandem_k ${__tandem_id: -8} k" ]] && return
+	__tandem_dr=1
+	local tok= buf= found=0
+	[[ $a == "$__tandem_k ${__tandem_id: -8} d "* ]] && tok=${a##* }
+	if [[ -n $tok ]]; then
+		# tandem types RS TOKEN US behind the agent's keys: read up to it.
+		while IFS= read -r -s -d $'\037' -t 2 junk; do
+			(( ${#buf} > 40 )) && buf=${buf: -40}
+			buf+=$junk
+			if [[ $buf == *$'\036'"$tok" ]]; then
+				found=1
+				break
+			fi
+			buf+=$'\037'
+		done
+	fi
+	if [[ $found == 0 ]]; then
+		while IFS= read -r -s -d '' -N 4096 -t 0.03 junk || [[ -n $junk ]]; do :; done
+	fi
+	printf '\033]633;X;drained%s' "$__tandem_N" >&$__tandem_tty
 }
 # tandem no longer wants a staged line (it gave up waiting): clear it.
 __tandem_unstage() {
@@ -196,6 +251,7 @@ __tandem_pc() {
 	fi
 	if [[ $__tandem_agent == 1 ]]; then
 		__tandem_release "$s" "$__tandem_ran"
+		__tandem_asked=1
 	fi
 	if [[ $__tandem_ran == 1 ]]; then
 		local HISTTIMEFORMAT= num=
@@ -244,7 +300,14 @@ __tandem_pc() {
 	[[ $__tandem_noedit == 1 ]] && printf '\033]633;X;noedit;mode=%s%s' "$__tandem_mode" "$__tandem_N"
 	__tandem_fixed= __tandem_noedit=0
 	__tandem_esc "$PWD"
-	printf '\033]633;P;Cwd=%s%s' "$__tandem_r" "$__tandem_N"
+	if [[ $__tandem_asked == 1 ]]; then
+		__tandem_asked=0 __tandem_dr=0 __tandem_a=
+		printf '\033]633;P;Cwd=%s%s\033]633;X;drain;id=%s%s' "$__tandem_r" "$__tandem_N" "$__tandem_id" "$__tandem_N"
+		read -t 0 -u "$__tandem_fi" && IFS= read -r -u "$__tandem_fi" __tandem_a
+		[[ $__tandem_a == "$__tandem_k ${__tandem_id: -8} k" ]] || __tandem_drainwait "$__tandem_a"
+	else
+		printf '\033]633;P;Cwd=%s%s' "$__tandem_r" "$__tandem_N"
+	fi
 	return $s
 }
 __tandem_tail() {
@@ -306,7 +369,11 @@ __tandem_heal() {
 	local s=$?
 	__tandem_fixed+=,prompt_command
 	__tandem_pcs=0
+	__tandem_dr=0
 	__tandem_pc "$s"
+	# Keys of the agent's that the line editor took before this key:
+	# never a line of the human's.
+	[[ $__tandem_dr == 1 ]] && READLINE_LINE= READLINE_POINT=0
 	__tandem_hook
 	__tandem_ps1
 	__tandem_pcs=0

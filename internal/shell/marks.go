@@ -26,7 +26,7 @@ func (s *Shell) item(it term.Item) {
 			// a getpass prompt): its last line is what it waits at.
 			a.lastOut = appendBounded(a.lastOut, it.Data, maxLastLine*4)
 		}
-		s.display(it.Data)
+		s.display(s.hideDrainEcho(it.Data))
 		return
 	}
 	s.event(it.Event)
@@ -194,6 +194,7 @@ func (s *Shell) healHuman(h *humanRun) {
 func (s *Shell) promptDrawn() {
 	s.fresh, s.promptUp, s.cont, s.promptDue, s.lateInput = false, true, false, false, false
 	s.lastUse = time.Now()
+	s.promptWithoutDrain()
 	s.maybeFix()
 	if s.relay != nil {
 		s.ready = true
@@ -212,6 +213,12 @@ func (s *Shell) private(e *term.Event) {
 	case "want":
 		s.dropReadCredits()
 		s.want()
+	case "drain":
+		// The agent's command ended; the shell waits for the answer before
+		// it reads its next line (agentkeys.go).
+		s.drainMark(e.Fields["id"])
+	case "drained":
+		s.drainedMark()
 	case "staged", "busy", "stagefail":
 		if e.Text == "staged" {
 			// The FIFOs the shell now writes agent lines to.

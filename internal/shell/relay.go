@@ -65,7 +65,12 @@ func (s *Shell) writeStages(w io.Writer) {
 			return
 		}
 		done := make(chan error, 1)
-		go func() { _, err := w.Write(rec); done <- err }()
+		go func() {
+			s.stageMu.Lock()
+			defer s.stageMu.Unlock()
+			_, err := w.Write(rec)
+			done <- err
+		}()
 		t := time.NewTimer(stageWriteTimeout)
 		var err error
 		select {
@@ -204,7 +209,8 @@ func (s *Shell) relayEvent(stream int, ev *term.Event, fg bool) {
 		a.echoTail = nil
 		s.showEarly(a)
 		a.started = true
-		s.releaseLater(a) // the command runs: a held Ctrl-C can reach it
+		s.changed.Broadcast() // SendInput waits for this
+		s.releaseLater(a)     // the command runs: a held Ctrl-C can reach it
 	case ev.Kind == term.PromptStart && *st == streamCapture:
 		// A prompt drawn into the capture: PROMPT_COMMAND no longer runs
 		// tandem's hook, so fds 1 and 2 were never given back. The heal
@@ -221,6 +227,9 @@ func (s *Shell) relayEvent(stream int, ev *term.Event, fg bool) {
 		if *st == streamWaiting {
 			return
 		}
+		// The line ended: the rc asks next whether the agent's keys are
+		// to be discarded; the answer is on its way before it does.
+		s.endOfInput(a)
 		if ev.Fields["bg"] == "1" || mayBackground(a.rec.Command) {
 			s.rotate = true // a job it started may write here later
 		}
@@ -299,6 +308,7 @@ func (s *Shell) endAgent(a *agentRun, ev *term.Event, hooksGone bool) {
 		}
 	} else {
 		a.streams[0] = streamClosed
+		s.keysLost(a)
 	}
 	a.streams[1] = streamClosed
 	a.rec.Duration = time.Since(a.rec.Started)

@@ -145,6 +145,9 @@ type Shell struct {
 	opts   Options
 	log    *slog.Logger
 	stageq chan []byte // answers to "want", for writeStages
+	// stageMu serialises writes to the relay's "in" FIFO: staged lines
+	// (writeStages) and drain answers (answerDrain), each written whole.
+	stageMu sync.Mutex
 
 	writeMu sync.Mutex // serialises every write to the PTY
 
@@ -175,6 +178,7 @@ type Shell struct {
 	human     *humanRun
 	agent     *agentRun
 	held      []heldInput // human input held back while an agent line is staged
+	src       keySources  // whose keys may be unread in the terminal's queue
 	// credits are the Enter keys viewers sent that no line of the shell's
 	// used yet, oldest first: each may start one human command. While
 	// any is left the prompt is not idle (a typed-ahead line is coming).

@@ -254,6 +254,17 @@ func (s *Shell) Input(ctx context.Context, p []byte) error {
 	now := time.Now()
 	s.inputAt = now
 	ks := s.keys.scan(p)
+	var send bool
+	if p, ks, send = s.holdAhead(p, viewer, ks); !send {
+		s.mu.Unlock()
+		return nil // sent once the agent's unread keys are gone
+	}
+	if a := s.agent; a != nil && a.phase == phaseAccepted && len(p) > 0 {
+		// Keys into the agent's command: the agent's keys wait until
+		// they were read (awaitHumanRead).
+		a.humanKeys, a.humanLineEnd = true, p[len(p)-1] == '\r' || p[len(p)-1] == '\n'
+		a.humanSeq++
+	}
 	if s.agent == nil && s.human == nil && (ks.intr != "" || ks.eof) {
 		// At the prompt an interrupt discards the line, and the terminal
 		// drops whatever was typed ahead; Ctrl-D may end the shell.
@@ -390,7 +401,7 @@ func (s *Shell) creditsStaleAt() time.Time {
 // typed-ahead line to come; s.mu is held. Unused Enters that went stale
 // do not count (see staleCredits).
 func (s *Shell) idlePrompt() bool {
-	if !s.promptUp || s.cont || s.fixLine != "" {
+	if !s.promptUp || s.cont || s.fixLine != "" || s.aheadPending() {
 		return false
 	}
 	return len(s.credits) == 0 || !time.Now().Before(s.creditsStaleAt())

@@ -138,3 +138,87 @@ func blockedIn(pid int) (nr, arg0 int, ok bool) {
 	}
 	return nr, int(a), true
 }
+
+var (
+	_ shell.InputFlusher      = (*conn)(nil)
+	_ shell.InputQueuer       = (*conn)(nil)
+	_ shell.SignalKeyReporter = (*conn)(nil)
+)
+
+// peer opens the terminal's slave side through the master (TIOCGPTPEER),
+// without a path or a controlling terminal, for f; it is closed after, so
+// the shell's exit still ends the terminal.
+func (c *conn) peer(f func(fd int) error) error {
+	var pfd int
+	err := c.control(func(fd int) error {
+		r, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.TIOCGPTPEER, uintptr(unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC))
+		if errno != 0 {
+			return errno
+		}
+		pfd = int(r)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("local shell: TIOCGPTPEER: %w", err)
+	}
+	defer unix.Close(pfd)
+	return f(pfd)
+}
+
+// FlushInput discards what the terminal's input queue holds unread, the
+// kernel's pending buffers included (TCIFLUSH on the slave side).
+func (c *conn) FlushInput() error {
+	return c.peer(func(fd int) error {
+		if err := unix.IoctlSetInt(fd, unix.TCFLSH, unix.TCIFLUSH); err != nil {
+			return fmt.Errorf("local shell: TCFLSH: %w", err)
+		}
+		return nil
+	})
+}
+
+// InputQueue reports how many bytes a read of the terminal could take now
+// (TIOCINQ on the slave side) and whether it is in canonical mode, where a
+// line still being typed is not counted. Bytes written to the master reach
+// the line discipline on a kernel worker, later: a poll of the slave side
+// first waits for that worker when no input shows yet (n_tty_poll), so
+// TIOCINQ counts every byte written before the call.
+func (c *conn) InputQueue() (n int, canonical bool, err error) {
+	err = c.peer(func(fd int) error {
+		if _, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0); err != nil && err != unix.EINTR {
+			return fmt.Errorf("local shell: poll: %w", err)
+		}
+		t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+		if err != nil {
+			return fmt.Errorf("local shell: TCGETS: %w", err)
+		}
+		canonical = t.Lflag&unix.ICANON != 0
+		if n, err = unix.IoctlGetInt(fd, unix.TIOCINQ); err != nil {
+			return fmt.Errorf("local shell: TIOCINQ: %w", err)
+		}
+		return nil
+	})
+	return n, canonical, err
+}
+
+// SignalKeys are the keys the terminal turns into signals now (VINTR,
+// VQUIT, VSUSP), none when ISIG is off.
+func (c *conn) SignalKeys() ([]byte, error) {
+	var t *unix.Termios
+	err := c.control(func(fd int) (err error) {
+		t, err = unix.IoctlGetTermios(fd, unix.TCGETS)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("local shell: TCGETS: %w", err)
+	}
+	if t.Lflag&unix.ISIG == 0 {
+		return nil, nil
+	}
+	var keys []byte
+	for _, i := range []int{unix.VINTR, unix.VQUIT, unix.VSUSP} {
+		if k := t.Cc[i]; k != 0 { // 0 is _POSIX_VDISABLE
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
+}
