@@ -9,9 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tandem-sh/tandem/internal/fdpass"
 )
 
 // NetLayer names what keeps a sandboxed session off the network.
@@ -151,7 +152,7 @@ func handOverProxy(port uint16, sock int) error {
 		_ = unix.Close(sock)
 		return err
 	}
-	err = unix.Sendmsg(sock, []byte{'P'}, unix.UnixRights(fd), nil, 0)
+	err = fdpass.Send(sock, fd)
 	if err != nil {
 		err = fmt.Errorf("proxy port: send listener: %w", err)
 	}
@@ -159,64 +160,20 @@ func handOverProxy(port uint16, sock int) error {
 }
 
 // ProxyPair returns the two ends of the socket that carries the proxy's
-// listener from the launcher to tandem (Policy.ProxyFD). tandem keeps
-// parent and passes child as an ExtraFile, closing its copy of child once
-// the launcher has started. Both are close-on-exec.
+// listener from the launcher to tandem (Policy.ProxyFD; fdpass.Pair).
 func ProxyPair() (parent, child *os.File, err error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("proxy port: socketpair: %w", err)
-	}
-	return os.NewFile(uintptr(fds[0]), "proxy-parent"), os.NewFile(uintptr(fds[1]), "proxy-child"), nil
+	return fdpass.Pair("proxy")
 }
 
 // ReceiveProxy reads the listener the launcher made inside the session's
 // namespace from parent, waiting until ctx ends. A launcher that exits
 // without sending it (it refused to run) makes it fail at once.
 func ReceiveProxy(ctx context.Context, parent *os.File) (net.Listener, error) {
-	if dl, ok := ctx.Deadline(); ok {
-		_ = parent.SetReadDeadline(dl)
-	}
-	stop := context.AfterFunc(ctx, func() { _ = parent.SetReadDeadline(time.Unix(1, 0)) })
-	defer stop()
-	rc, err := parent.SyscallConn()
+	fd, err := fdpass.Receive(ctx, parent)
 	if err != nil {
 		return nil, fmt.Errorf("proxy port: receive listener: %w", err)
 	}
-	var (
-		n, oobn int
-		oob     = make([]byte, unix.CmsgSpace(4))
-		buf     [1]byte
-		rerr    error
-	)
-	err = rc.Read(func(fd uintptr) bool {
-		n, oobn, _, _, rerr = unix.Recvmsg(int(fd), buf[:], oob, unix.MSG_CMSG_CLOEXEC)
-		return !errors.Is(rerr, unix.EAGAIN)
-	})
-	if err == nil {
-		err = rerr
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			err = ctx.Err()
-		}
-		return nil, fmt.Errorf("proxy port: receive listener: %w", err)
-	}
-	if n == 0 && oobn == 0 {
-		return nil, errors.New("proxy port: the launcher exited without sending its listener")
-	}
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil || len(msgs) != 1 {
-		return nil, fmt.Errorf("proxy port: bad control message (%v)", err)
-	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) != 1 {
-		for _, fd := range fds {
-			_ = unix.Close(fd)
-		}
-		return nil, fmt.Errorf("proxy port: want one descriptor (%v)", err)
-	}
-	f := os.NewFile(uintptr(fds[0]), "proxy-listener")
+	f := os.NewFile(uintptr(fd), "proxy-listener")
 	defer f.Close()
 	ln, err := net.FileListener(f)
 	if err != nil {
