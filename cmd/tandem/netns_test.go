@@ -335,21 +335,7 @@ func trap(t *testing.T) *netTrap {
 		t.Cleanup(func() { _ = ln.Close() })
 		name := ln.Addr().String()
 		n.streams[name] = network
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() {
-					defer c.Close()
-					_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-					var b [256]byte
-					k, _ := c.Read(b[:])
-					n.arr.note(name, "connection: "+string(b[:k]))
-				}()
-			}
-		}()
+		go acceptInto(ln, &n.arr, name)
 		return ln
 	}
 	servePacket := func(addr string) net.PacketConn {
