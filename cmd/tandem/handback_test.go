@@ -171,6 +171,9 @@ func waitPage(t *testing.T, ctx context.Context, js, want string) {
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		var err error
 		if got, err = chromedp.Run(ctx, chromedp.Evaluate[string](js)); err != nil {
+			if navigating(err) {
+				continue // the page is being replaced (a link was followed): ask the next one
+			}
 			t.Fatal(err)
 		}
 		if got == want {
@@ -178,6 +181,16 @@ func waitPage(t *testing.T, ctx context.Context, js, want string) {
 		}
 	}
 	t.Fatalf("the page shows %q, want %q", got, want)
+}
+
+// navigating reports whether an evaluation failed only because the page
+// navigated under it: the old document's context went away before it
+// answered, and the new one will answer the next time.
+func navigating(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Inspected target navigated or closed") ||
+		strings.Contains(msg, "Execution context was destroyed") ||
+		strings.Contains(msg, "Cannot find context with specified id")
 }
 
 // flatten lists every string in a reply, nested ones included.

@@ -233,12 +233,12 @@ func unprivileged() (*syscall.Credential, error) {
 }
 
 // command prepares a PostgreSQL program, as the unprivileged user when
-// run as root, in a process group of its own and without the PG*
-// variables that would point it elsewhere.
+// run as root, in a session of its own (never the terminal that runs the
+// tests) and without the PG* variables that would point it elsewhere.
 func (c *pgCluster) command(name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = c.dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: c.cred}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: c.cred}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "PG") && !strings.HasPrefix(kv, "LC_") && !strings.HasPrefix(kv, "LANG=") {
 			cmd.Env = append(cmd.Env, kv)

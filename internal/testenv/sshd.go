@@ -394,7 +394,10 @@ func runSession(s gssh.Session, home string) {
 		in = tty
 	} else {
 		cmd.Stdout, cmd.Stderr = s, s.Stderr()
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		// A session of its own, as sshd gives: in the terminal's session an
+		// interactive shell (`bash -ic`) would take the terminal that runs
+		// the tests and be stopped (SIGTTOU) until the test timed out.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		if in, err = cmd.StdinPipe(); err == nil {
 			err = cmd.Start()
 		}
