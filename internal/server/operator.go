@@ -16,6 +16,7 @@ import (
 
 	"github.com/tandem-sh/tandem/internal/config"
 	"github.com/tandem-sh/tandem/internal/instance"
+	"github.com/tandem-sh/tandem/internal/mcp"
 	"github.com/tandem-sh/tandem/internal/session"
 	"github.com/tandem-sh/tandem/internal/store"
 	"github.com/tandem-sh/tandem/internal/web"
@@ -189,6 +190,8 @@ func (d dashAudit) Search(ctx context.Context, q web.AuditQuery) ([]web.AuditEnt
 		actor := r.Actor
 		if strings.HasPrefix(actor, "conn-") && d.names != nil {
 			actor = d.names(actor)
+		} else if client, _, ok := mcp.AuditClient(actor); ok {
+			actor = "stdio client (" + client + ")"
 		}
 		out = append(out, web.AuditEntry{Seq: r.Seq, Time: r.Time, Tenant: r.Tenant, Actor: actor, SessionName: r.SessionName,
 			Tool: r.Tool, Event: r.Event, Outcome: r.Outcome, Reason: r.Reason, ApprovalID: r.ApprovalID, Command: argsSummary(r.Args)})
