@@ -153,7 +153,7 @@ func (d dashSessions) Sessions(context.Context) ([]web.SessionRow, error) {
 		rows = append(rows, web.SessionRow{ID: o.ID, Name: o.Name, Tenant: o.Tenant, Actor: o.Actor, Target: o.Target,
 			Kind: o.Kind, Status: o.Status, LastCommand: o.LastCommand, CreatedAt: o.CreatedAt,
 			LastActivity: o.LastActivity, EndedAt: o.EndedAt, Ended: o.Ended, HumanRequest: o.HumanRequest,
-			Connections: o.Connections})
+			Connections: o.Connections, EndReason: o.EndReason})
 	}
 	return rows, nil
 }
