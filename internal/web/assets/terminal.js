@@ -27,6 +27,11 @@
     scrollback: 10000,
     fontFamily: 'ui-monospace, SFMono-Regular, Menlo, Consolas, monospace',
     fontSize: 14,
+    // Room under the baseline: at line height 1, fonts whose underscore
+    // lies below their natural height (DejaVu Sans Mono, Debian's
+    // monospace, at 14 px) lose it to the DOM renderer's clipped rows
+    // (xtermjs/xterm.js#4067): deploy_key read "deploy key".
+    lineHeight: 1.2,
     theme: { background: '#0d1117', foreground: '#c9d1d9', cursor: '#c9d1d9' },
     disableStdin: !typing,
     allowProposedApi: true, // decorations: the marks beside each command's line
