@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"os"
 	"runtime/debug"
@@ -152,7 +151,9 @@ func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	}()
 	c, _, err := s.identify(req.Session, req.Extra)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", codeUnauthenticated, err)
+		// Over HTTP the transport refuses a request without a claim first:
+		// one here is a wiring fault.
+		return nil, resourceError(jsonrpc.CodeInternalError, req.Params.URI, codeUnauthenticated+": "+err.Error(), nil)
 	}
 	return s.outputs.read(c, req.Params.URI)
 }
