@@ -14,7 +14,7 @@ import (
 // have, or with a page that is not a number, answers JSON-RPC's
 // invalid-params code (not 0), and its message says that pages count from
 // 0 and how many the output has; an unknown output is the SDK's
-// resource-not-found.
+// resource-not-found (invalid params too, as the MCP spec has it).
 func TestResourceReadErrors(t *testing.T) {
 	ws := t.TempDir()
 	srv := startServer(t, serverOpts{dir: ws, config: "targets:\n  - {name: dev, kind: local, workspace: " + ws + "}\nlimits: {inlineOutputBytes: 1024}\n"})
@@ -40,7 +40,7 @@ func TestResourceReadErrors(t *testing.T) {
 		{"far past the end", uri + "?page=9223372036854775807", jsonrpc.CodeInvalidParams, []string{"past the end", "numbered from 0"}},
 		{"negative", uri + "?page=-1", jsonrpc.CodeInvalidParams, []string{`page "-1" is not a page number`, "numbered from 0"}},
 		{"not a number", uri + "?page=x", jsonrpc.CodeInvalidParams, []string{`page "x" is not a page number`}},
-		{"unknown output", "tandem://output/nope/stdout", sdk.CodeResourceNotFound, []string{"not found"}},
+		{"unknown output", "tandem://output/nope/stdout", jsonrpc.CodeInvalidParams, []string{"not found"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
