@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tandem-sh/tandem/internal/audit"
+	"github.com/tandem-sh/tandem/internal/mcp"
 	"github.com/tandem-sh/tandem/internal/server"
 	"github.com/tandem-sh/tandem/internal/store"
 	"github.com/tandem-sh/tandem/internal/store/sqlite"
@@ -99,6 +100,7 @@ func auditTailCmd(stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			nameConnections(cmd.Context(), st, recs)
 			if f.json {
 				return writeAuditJSON(stdout, recs)
 			}
@@ -186,9 +188,54 @@ func writeAuditTable(w io.Writer, recs []store.AuditRecord) error {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			r.Seq, r.Time.UTC().Format("2006-01-02 15:04:05.000"), clean(r.Event, 20), dash(clean(r.SessionName, 24)),
 			dash(clean(r.Tool, 24)), dash(clean(r.Outcome, 24)), exit, time.Duration(r.DurationMs)*time.Millisecond,
-			dash(clean(r.Actor, 24)), clean(detail, 80))
+			dash(actorCell(r.Actor)), clean(detail, 80))
 	}
 	return tw.Flush()
+}
+
+// nameConnections names the stdio connections of records that carry only
+// the connection id (a session's start and end, written by the session
+// layer) by the client the connection's own calls name in the same
+// session ("claude-code 2.1.0 (conn-…)"), as the dashboard does. A record
+// whose connection is not named anywhere near keeps its id.
+func nameConnections(ctx context.Context, st store.Store, recs []store.AuditRecord) {
+	names := map[string]string{} // conn id -> labelled actor
+	for _, r := range recs {
+		if _, id, ok := mcp.AuditClient(r.Actor); ok {
+			names[id] = r.Actor
+		}
+	}
+	looked := map[[2]string]bool{}
+	for i, r := range recs {
+		if !strings.HasPrefix(r.Actor, "conn-") {
+			continue
+		}
+		key := [2]string{r.Tenant, r.SessionName}
+		if _, ok := names[r.Actor]; !ok && r.SessionName != "" && !looked[key] {
+			looked[key] = true
+			near, err := st.TailAudit(ctx, 200, store.AuditFilter{SessionName: r.SessionName, Tenant: r.Tenant})
+			if err == nil {
+				for _, n := range near {
+					if _, id, ok := mcp.AuditClient(n.Actor); ok {
+						names[id] = n.Actor
+					}
+				}
+			}
+		}
+		if label, ok := names[r.Actor]; ok {
+			recs[i].Actor = label
+		}
+	}
+}
+
+// actorCell is the table's actor: a stdio client by the name it declared,
+// with its whole connection id after it (the dashboard's name for it);
+// any other actor cut to 24 runes.
+func actorCell(actor string) string {
+	if client, id, ok := mcp.AuditClient(actor); ok {
+		return clean(client, 40) + " (" + clean(id, 40) + ")"
+	}
+	return clean(actor, 24)
 }
 
 // clean makes a stored string safe for one table cell: no control

@@ -269,7 +269,9 @@ type Target struct {
 type Redact struct {
 	// SecretFiles are dotenv, INI or JSON files whose values are secrets.
 	// A relative path is read in a local target's workspace (the
-	// project's .env); for an ssh target, beside tandem.yaml.
+	// project's .env); for an ssh target, beside tandem.yaml; where it is
+	// missing it holds no secrets until it appears. A missing absolute or
+	// "~/" path refuses the target's sessions.
 	SecretFiles []string `yaml:"secretFiles"`
 	// Env names environment variables of the tandem process whose values
 	// are secrets.

@@ -59,7 +59,7 @@ func (s *Server) noteConnection(c session.Caller, sess *session.Session, conn eg
 	}
 	args, _ := json.Marshal(map[string]any{"host": conn.Host, "port": conn.Port, "address": conn.Addr})
 	rec := audit.Record{
-		Time: conn.Started, Tenant: c.Tenant, Actor: c.ID, SessionID: sess.ID, SessionName: sess.Name,
+		Time: conn.Started, Tenant: c.Tenant, Actor: s.auditActor(c), SessionID: sess.ID, SessionName: sess.Name,
 		Target: sess.Target.Name, Tool: networkTool, Event: audit.EventNetwork, Args: args,
 		Outcome: conn.Decision, Reason: conn.Reason,
 	}

@@ -38,6 +38,7 @@ const (
 	codeUnknownTarget      = "unknown_target"
 	codeAdHocRefused       = "adhoc_not_allowed"
 	codeAuthFailed         = "auth_failed"
+	codeRedaction          = "redaction_unavailable"
 	codeHostKey            = "host_key_rejected"
 	codeConnectFailed      = "connect_failed"
 	codeSandboxUnavailable = "sandbox_unavailable"
@@ -130,6 +131,8 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 		return fail(codeAdHocRefused, "This server only connects to configured targets. Pass \"target\" with one of the names it lists instead of host parameters.", nil)
 	case errors.Is(err, target.ErrCredentials):
 		return fail(codeAuthFailed, err.Error()+".", nil)
+	case errors.Is(err, target.ErrRedaction):
+		return fail(codeRedaction, err.Error()+".", nil)
 	case errors.Is(err, target.ErrSandboxUnavailable):
 		return fail(codeSandboxUnavailable, err.Error()+".", nil)
 	case errors.Is(err, session.ErrConnect):

@@ -219,6 +219,15 @@ func refusalDescription(err error) string {
 // it instead of the random id.
 func (s *Server) StdioClient(id string) string {
 	const name = "stdio client"
+	if client := s.clientOf(id); client != "" {
+		return name + " (" + client + ")"
+	}
+	return name
+}
+
+// clientOf is the name and version the live stdio connection id declared
+// in its initialize request ("claude-code 2.1.0"), or "".
+func (s *Server) clientOf(id string) string {
 	s.mu.Lock()
 	var ss *mcp.ServerSession
 	for k, v := range s.callers {
@@ -229,15 +238,42 @@ func (s *Server) StdioClient(id string) string {
 	}
 	s.mu.Unlock()
 	if ss == nil {
-		return name
+		return ""
 	}
 	p := ss.InitializeParams()
 	if p == nil || p.ClientInfo == nil || p.ClientInfo.Name == "" {
-		return name
+		return ""
 	}
 	client := clip(p.ClientInfo.Name, 64)
 	if v := p.ClientInfo.Version; v != "" {
 		client += " " + clip(v, 32)
 	}
-	return name + " (" + client + ")"
+	return client
+}
+
+// auditActor is the actor an audit record names for c: a claim's actor;
+// for a stdio connection the client it declared, with the connection's
+// id in parentheses ("claude-code 2.1.0 (conn-…)"), so that tandem audit
+// tail names the agent as the dashboard does, after the connection is
+// gone too; the bare id for a client that declared no name.
+func (s *Server) auditActor(c session.Caller) string {
+	if c.Actor != "" {
+		return c.Actor
+	}
+	if client := s.clientOf(c.ID); client != "" && strings.HasPrefix(c.ID, "conn-") {
+		return client + " (" + c.ID + ")"
+	}
+	return c.ID
+}
+
+// AuditClient splits an audit actor that auditActor made for a stdio
+// connection ("claude-code 2.1.0 (conn-…)") into the client's name and the
+// connection id; ok is false for any other actor.
+func AuditClient(actor string) (client, id string, ok bool) {
+	rest, found := strings.CutSuffix(actor, ")")
+	i := strings.LastIndex(rest, " (conn-")
+	if !found || i <= 0 {
+		return "", "", false
+	}
+	return rest[:i], rest[i+2:], true
 }

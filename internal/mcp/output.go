@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"os"
 	"runtime/debug"
@@ -12,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tandem-sh/tandem/internal/session"
@@ -105,7 +105,7 @@ func (o *outputs) read(c session.Caller, rawURI string) (*mcp.ReadResourceResult
 	page := 0
 	if p := u.Query().Get("page"); p != "" {
 		if page, err = strconv.Atoi(p); err != nil || page < 0 {
-			return nil, fmt.Errorf("page %q is not a page number", p)
+			return nil, badPageError(rawURI, p)
 		}
 	}
 	base := strings.SplitN(rawURI, "?", 2)[0]
@@ -117,19 +117,19 @@ func (o *outputs) read(c session.Caller, rawURI string) (*mcp.ReadResourceResult
 	}
 	f, err := os.Open(st.path)
 	if err != nil {
-		return nil, fmt.Errorf("read output: %w", err)
+		return nil, resourceError(jsonrpc.CodeInternalError, rawURI, "read output: "+err.Error(), nil)
 	}
 	defer f.Close()
 	// Compare page numbers before any arithmetic: page*pageBytes overflows
 	// for a hostile page number.
 	pages := (st.size + pageBytes - 1) / pageBytes
 	if int64(page) >= max(pages, 1) {
-		return nil, fmt.Errorf("page %d is past the end (%d bytes, %d pages)", page, st.size, pages)
+		return nil, pageError(rawURI, int64(page), pages, st.size)
 	}
 	off := int64(page) * pageBytes
 	buf := make([]byte, min(int64(pageBytes), st.size-off))
 	if _, err := f.ReadAt(buf, off); err != nil {
-		return nil, fmt.Errorf("read output: %w", err)
+		return nil, resourceError(jsonrpc.CodeInternalError, rawURI, "read output: "+err.Error(), nil)
 	}
 	rc := &mcp.ResourceContents{URI: rawURI, MIMEType: "text/plain"}
 	if utf8.Valid(buf) {
@@ -146,12 +146,14 @@ func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("resource read panicked", "uri", req.Params.URI, "panic", p, "stack", string(debug.Stack()))
-			res, err = nil, fmt.Errorf("internal_error: tandem hit an internal error reading %s; nothing else was affected", req.Params.URI)
+			res, err = nil, resourceError(jsonrpc.CodeInternalError, req.Params.URI, "internal_error: tandem hit an internal error reading "+req.Params.URI+"; nothing else was affected", nil)
 		}
 	}()
 	c, _, err := s.identify(req.Session, req.Extra)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", codeUnauthenticated, err)
+		// Over HTTP the transport refuses a request without a claim first:
+		// one here is a wiring fault.
+		return nil, resourceError(jsonrpc.CodeInternalError, req.Params.URI, codeUnauthenticated+": "+err.Error(), nil)
 	}
 	return s.outputs.read(c, req.Params.URI)
 }

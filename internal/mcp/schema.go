@@ -124,7 +124,7 @@ var connectionSchema = object("The session.", schema{
 		"commandId":        typed("string", "Pass to ssh_read_output (or, while it runs and it is yours, ssh_send_input and ssh_cancel)."),
 		"command":          typed("string", "Its command line (cut to 200 bytes)."),
 		"commandTruncated": typed("boolean", "True when command was cut."),
-		"source":           schema{"type": "string", "enum": []string{"agent", "user"}, "description": "agent: yours; user: the human's."},
+		"source":           schema{"type": "string", "enum": []string{"agent", "human"}, "description": "agent: yours; human: the human's."},
 		"state":            schema{"type": "string", "enum": []string{"running", "ended"}, "description": "running or ended."},
 		"exitCode":         nullable("integer", "Once ended: its exit status; null when unknown."),
 		"startedAt":        typed("string", "When it started (RFC 3339)."),

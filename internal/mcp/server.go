@@ -420,7 +420,7 @@ func (s *Server) audit(ctx context.Context, c session.Caller, tool string, info 
 		}
 	}
 	rec := audit.Record{
-		Time: start, Tenant: c.Tenant, Actor: c.ID, SessionID: info.sessionID, SessionName: info.session,
+		Time: start, Tenant: c.Tenant, Actor: s.auditActor(c), SessionID: info.sessionID, SessionName: info.session,
 		Target: info.target, Tool: tool, Event: event, Args: args, Outcome: outcome,
 		ExitCode: info.exit, DurationMs: time.Since(start).Milliseconds(), Bytes: info.bytes,
 		Workspace: info.workspace, ApprovalID: info.approvalID,

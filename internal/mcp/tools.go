@@ -310,7 +310,7 @@ func (s *Server) list(ctx context.Context, c session.Caller) reply {
 			r["cwd"] = i.Cwd
 		}
 		if l := i.Last; l != nil {
-			lc := reply{"commandId": l.ID, "source": l.Source, "state": "running", "startedAt": l.Started.UTC().Format(time.RFC3339Nano)}
+			lc := reply{"commandId": l.ID, "source": sourceName(l.Source), "state": "running", "startedAt": l.Started.UTC().Format(time.RFC3339Nano)}
 			clipCommand(lc, l.Command, 200)
 			delete(lc, "commandBytes")
 			if !l.Running {

@@ -59,6 +59,14 @@ type Options struct {
 	// there cannot make tandem read, or report on, anything else. One that
 	// does not exist there is skipped: that project has no such secrets.
 	Root string
+	// Base, if set and Root is not, is the directory a relative secret
+	// file is read in (an ssh target's: tandem.yaml's directory). As under
+	// Root, one that does not exist there is skipped until it appears: a
+	// relative path names the project's file, which a project may lack
+	// (the README's top-level `secretFiles: [.env]`), while an absolute
+	// or "~/" path names one file the operator expects, so its absence is
+	// an error.
+	Base string
 	// Literals are further secret values, such as an SSH password tandem
 	// holds. Nil means none.
 	Literals []Literal
@@ -123,7 +131,7 @@ func build(c Config, o Options, before []string) (m *matcher, stamps []stamp, va
 	var lits []Literal
 	stamps = make([]stamp, 0, len(c.SecretFiles))
 	for _, p := range c.SecretFiles {
-		v, st, err := readSecretFile(p, o.Home, o.Root)
+		v, st, err := readSecretFile(p, o)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -171,7 +179,7 @@ func (r *Redactor) Refresh() error {
 	defer f.mu.Unlock()
 	changed := false
 	for i, p := range f.c.SecretFiles {
-		st, err := statSecretFile(p, f.o.Home, f.o.Root)
+		st, err := statSecretFile(p, f.o)
 		if err != nil || st != f.stamps[i] {
 			changed = true
 			break

@@ -32,12 +32,14 @@ func stampOf(fi fs.FileInfo) stamp {
 	return stamp{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano()}
 }
 
-// openSecretFile opens the configured path p: a relative p with root set
-// beneath root (Options.Root), where a missing file is (nil, nil): that
-// project has no such secrets. name is the path it opened.
-func openSecretFile(p, home, root string) (f *os.File, name string, err error) {
-	if root != "" && !filepath.IsAbs(p) && !strings.HasPrefix(p, "~") {
-		f, err := openBeneath(root, p)
+// openSecretFile opens the configured path p: a relative p with o.Root set
+// beneath o.Root (Options.Root), one with o.Base set in o.Base; there a
+// missing file is (nil, nil): that project has no such secrets. name is
+// the path it opened.
+func openSecretFile(p string, o Options) (f *os.File, name string, err error) {
+	relative := !filepath.IsAbs(p) && !strings.HasPrefix(p, "~")
+	if o.Root != "" && relative {
+		f, err := openBeneath(o.Root, p)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, p, nil
 		}
@@ -48,40 +50,55 @@ func openSecretFile(p, home, root string) (f *os.File, name string, err error) {
 	}
 	name = p
 	switch {
+	case o.Base != "" && relative:
+		name = filepath.Join(o.Base, p)
 	case strings.HasPrefix(p, "~/"):
-		if home == "" {
+		if o.Home == "" {
 			return nil, p, &FileError{Path: p, Err: errNoHome}
 		}
-		name = filepath.Join(home, p[2:])
+		name = filepath.Join(o.Home, p[2:])
 	case strings.HasPrefix(p, "~"):
 		return nil, p, &FileError{Path: p, Err: errors.New("only ~/ is expanded, not ~user/")}
 	}
 	f, err = os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) && o.Base != "" && relative {
+		return nil, name, nil
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, name, &FileError{Path: p, Err: fmt.Errorf("%w; create it, or remove it from secretFiles", err)}
 	}
 	if err != nil {
-		return nil, name, &FileError{Path: p, Err: err}
+		return nil, name, &FileError{Path: shownPath(p, name, o), Err: err}
 	}
 	return f, name, nil
 }
 
+// shownPath is how an error names the configured path p, opened as name:
+// as configured, but a relative path read in Options.Base in full, since
+// the operator's log must say where tandem looked.
+func shownPath(p, name string, o Options) string {
+	if o.Root == "" && o.Base != "" && !filepath.IsAbs(p) && !strings.HasPrefix(p, "~") {
+		return name
+	}
+	return p
+}
+
 // readSecretFile reads the configured path p (see openSecretFile) and
 // returns its values and the stamp of what it read.
-func readSecretFile(p, home, root string) ([]string, stamp, error) {
-	f, name, err := openSecretFile(p, home, root)
+func readSecretFile(p string, o Options) ([]string, stamp, error) {
+	f, name, err := openSecretFile(p, o)
 	if f == nil {
 		return nil, stamp{}, err
 	}
 	data, st, err := readOpened(f)
 	if err != nil {
-		return nil, stamp{}, &FileError{Path: p, Err: err}
+		return nil, stamp{}, &FileError{Path: shownPath(p, name, o), Err: err}
 	}
 	vals, err := parseSecretFile(name, data)
 	if err != nil {
 		var fe *FileError
 		if errors.As(err, &fe) {
-			fe.Path = p
+			fe.Path = shownPath(p, name, o)
 		}
 		return nil, stamp{}, err
 	}
@@ -90,8 +107,8 @@ func readSecretFile(p, home, root string) ([]string, stamp, error) {
 
 // statSecretFile is the stamp of the configured path p as readSecretFile
 // would open it now.
-func statSecretFile(p, home, root string) (stamp, error) {
-	f, _, err := openSecretFile(p, home, root)
+func statSecretFile(p string, o Options) (stamp, error) {
+	f, _, err := openSecretFile(p, o)
 	if f == nil {
 		return stamp{}, err
 	}

@@ -354,3 +354,51 @@ func TestRefreshBounded(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestSecretFileInBase: with Options.Base (an ssh target's config
+// directory) a relative secret file that is missing holds no secrets, as
+// in a workspace, and counts once it appears; an absolute one that is
+// missing is still an error that names it, and a relative one that
+// exists but cannot be parsed names where tandem looked.
+func TestSecretFileInBase(t *testing.T) {
+	base := t.TempDir()
+	abs := filepath.Join(base, "prod.env")
+	tests := []struct {
+		name    string
+		files   []string
+		wantErr string // "" when New succeeds
+	}{
+		{"relative missing", []string{".env"}, ""},
+		{"absolute missing", []string{abs}, abs},
+		{"relative and absolute missing", []string{".env", abs}, abs},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := redact.New(redact.Config{SecretFiles: tc.files}, redact.Options{Base: base})
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("New(%q) = %v, want error %q", tc.files, err, tc.wantErr)
+			}
+		})
+	}
+
+	r, err := redact.New(redact.Config{SecretFiles: []string{".env"}}, redact.Options{Base: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(base, ".env"), []byte("TOKEN=written-later-42\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := r.String("x written-later-42 y"); strings.Contains(out, "written-later-42") {
+		t.Errorf("a .env created beside the config later is not taken: %q", out)
+	}
+	if err := os.WriteFile(filepath.Join(base, ".env"), []byte("OK=1\nnot a dotenv line\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = redact.New(redact.Config{SecretFiles: []string{".env"}}, redact.Options{Base: base})
+	if want := filepath.Join(base, ".env") + ": line 2"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a broken .env beside the config: %v, want it to say %q", err, want)
+	}
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tandem-sh/tandem/internal/config"
 	"github.com/tandem-sh/tandem/internal/instance"
+	"github.com/tandem-sh/tandem/internal/mcp"
 	"github.com/tandem-sh/tandem/internal/session"
 	"github.com/tandem-sh/tandem/internal/store"
 	"github.com/tandem-sh/tandem/internal/web"
@@ -152,7 +153,7 @@ func (d dashSessions) Sessions(context.Context) ([]web.SessionRow, error) {
 		rows = append(rows, web.SessionRow{ID: o.ID, Name: o.Name, Tenant: o.Tenant, Actor: o.Actor, Target: o.Target,
 			Kind: o.Kind, Status: o.Status, LastCommand: o.LastCommand, CreatedAt: o.CreatedAt,
 			LastActivity: o.LastActivity, EndedAt: o.EndedAt, Ended: o.Ended, HumanRequest: o.HumanRequest,
-			Connections: o.Connections})
+			Connections: o.Connections, EndReason: o.EndReason})
 	}
 	return rows, nil
 }
@@ -189,6 +190,8 @@ func (d dashAudit) Search(ctx context.Context, q web.AuditQuery) ([]web.AuditEnt
 		actor := r.Actor
 		if strings.HasPrefix(actor, "conn-") && d.names != nil {
 			actor = d.names(actor)
+		} else if client, _, ok := mcp.AuditClient(actor); ok {
+			actor = "stdio client (" + client + ")"
 		}
 		out = append(out, web.AuditEntry{Seq: r.Seq, Time: r.Time, Tenant: r.Tenant, Actor: actor, SessionName: r.SessionName,
 			Tool: r.Tool, Event: r.Event, Outcome: r.Outcome, Reason: r.Reason, ApprovalID: r.ApprovalID, Command: argsSummary(r.Args)})

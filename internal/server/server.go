@@ -174,6 +174,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Server, err err
 	// Whether sessions get network namespaces is said at start, not at
 	// the first connect.
 	targets.CheckNetwork()
+	targets.CheckSecretFiles()
 	s.mcp = mcp.New(mcp.Deps{
 		Policy:        policies,
 		Observer:      s.met,

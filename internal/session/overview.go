@@ -21,6 +21,9 @@ type Overview struct {
 	// Connections are the session's open connections through the egress
 	// proxy, as host:port.
 	Connections []string
+	// EndReason says why an ended session ended (idle_timeout,
+	// human_exit, ...), so that the dashboard can show it; "" while live.
+	EndReason string
 }
 
 // Overview lists every caller's live sessions and this process's ended
@@ -42,7 +45,8 @@ func (m *Manager) Overview() []Overview {
 		s.mu.Lock()
 		o := Overview{ID: s.ID, Name: s.Name, Tenant: s.caller.Tenant, Actor: s.caller.Actor, Target: i.Target,
 			Kind: i.Kind, Status: i.Status, LastCommand: s.lastCommand, CreatedAt: s.CreatedAt,
-			LastActivity: s.lastActivity, EndedAt: s.endedAt, Ended: s.endReason != "", Owner: s.caller.ID}
+			LastActivity: s.lastActivity, EndedAt: s.endedAt, Ended: s.endReason != "", Owner: s.caller.ID,
+			EndReason: s.endReason}
 		if r := s.request; r != nil && !r.HandedBack && s.endReason == "" {
 			o.HumanRequest = r.Message
 		}

@@ -19,8 +19,10 @@ func (s *Shell) item(it term.Item) {
 		if !s.ready {
 			s.noteStart(it.Data)
 		}
-		if s.human != nil {
-			_, _ = s.human.plain.Write(it.Data)
+		if h := s.human; h != nil {
+			if !h.prompted {
+				_, _ = h.plain.Write(it.Data)
+			}
 		} else if a := s.agent; a != nil && a.started && a.phase == phaseAccepted {
 			// The agent's command writing to the terminal itself (/dev/tty,
 			// a getpass prompt): its last line is what it waits at.
@@ -145,6 +147,10 @@ func (s *Shell) event(e *term.Event) {
 		// key ends it as the hook would (its line, its status) and puts
 		// the hook back; if the shell does not answer, its status is
 		// unknown.
+		if h := s.human; h != nil && !s.fresh && s.fgShell {
+			// What follows is the prompt, not the command's output.
+			h.prompted = true
+		}
 		if h := s.human; h != nil && !s.fresh && !h.healing && s.fgShell {
 			h.healing = true
 			go s.healHuman(h)
@@ -317,6 +323,10 @@ type humanRun struct {
 	// entered is when the viewer's Enter that submitted it came; zero if
 	// none did (owners.go).
 	entered time.Time
+
+	// prompted is set when bash drew its prompt before the command's end
+	// mark (the hook was gone): later bytes are the prompt's.
+	prompted bool
 }
 
 // historyLines splits the output of bash's history builtin, run with

@@ -35,6 +35,10 @@ var (
 	ErrSandboxUnavailable = errors.New("sandbox unavailable")
 	// ErrCredentials is a configured credential the server cannot load.
 	ErrCredentials = errors.New("target credentials unavailable")
+	// ErrRedaction is a secret file or key of the redact settings that
+	// cannot be used: the session would show secrets tandem was told to
+	// hide, so it does not start. It is no fault of the SSH credentials.
+	ErrRedaction = errors.New("redaction settings unusable")
 )
 
 // SSH holds ad-hoc connection parameters as an agent passes them.
@@ -408,8 +412,10 @@ func egressOf(n config.Network) (*session.Egress, error) {
 // (a local workspace when inWorkspace, or tandem.yaml's directory), and
 // the credentials tandem holds for it, which are redacted whatever the
 // config says. A workspace's files are opened beneath it (redact.Options
-// Root), and one it lacks (a project with no .env) has no secrets; any
-// other missing file is an error. Nil when there is nothing to look for.
+// Root); a relative file the workspace or tandem.yaml's directory lacks
+// (a project with no .env) has no secrets until it appears; a missing
+// absolute or "~/" file is an error. Nil when there is nothing to look
+// for.
 func (r *Resolver) redactionFor(tenant, target, dir string, inWorkspace bool, held []redact.Literal) (redaction, error) {
 	red, err := r.buildRedaction(tenant, target, dir, inWorkspace, held)
 	if err == nil {
@@ -423,7 +429,7 @@ func (r *Resolver) redactionFor(tenant, target, dir string, inWorkspace bool, he
 	if inWorkspace && errors.As(err, &fe) && !filepath.IsAbs(fe.Path) && !strings.HasPrefix(fe.Path, "~") {
 		// A file of the workspace, which the agent may write and read:
 		// the details help fix it.
-		return redaction{}, fmt.Errorf("%w: %s: %v; fix the file, or ask the operator to fix tandem.yaml's redact section", ErrCredentials, what, err)
+		return redaction{}, fmt.Errorf("%w: %s: %v; fix the file, or ask the operator to fix tandem.yaml's redact section", ErrRedaction, what, err)
 	}
 	// A file or key of the operator's, outside what the session may read:
 	// its path, and a parse error's line, key or character, are the
@@ -431,7 +437,7 @@ func (r *Resolver) redactionFor(tenant, target, dir string, inWorkspace bool, he
 	if r.Log != nil {
 		r.Log.Error("a session could not start: its redact settings cannot be used", "tenant", tenant, "target", target, "err", err)
 	}
-	return redaction{}, fmt.Errorf("%w: %s: a secret file or key that tandem.yaml's redact section names cannot be used; tandem's log says which and why. Ask the operator to fix it", ErrCredentials, what)
+	return redaction{}, fmt.Errorf("%w: %s: a secret file or key that tandem.yaml's redact section names cannot be used; tandem's log says which and why. Ask the operator to fix it", ErrRedaction, what)
 }
 
 // buildRedaction is redactionFor without the error's advice.
@@ -442,13 +448,10 @@ func (r *Resolver) buildRedaction(tenant, target, dir string, inWorkspace bool, 
 	if inWorkspace {
 		// The agent may write the workspace: its files are read beneath it.
 		o.Root = dir
+	} else {
+		o.Base = dir
 	}
-	for _, p := range rc.SecretFiles {
-		if !inWorkspace && !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
-		c.SecretFiles = append(c.SecretFiles, p)
-	}
+	c.SecretFiles = rc.SecretFiles
 	if c.Patterns != nil && !*c.Patterns && !c.Entropy && len(c.SecretFiles) == 0 && len(c.Env) == 0 && len(held) == 0 {
 		return redaction{}, nil
 	}

@@ -77,6 +77,9 @@ type SessionRow struct {
 	// Connections are the session's open connections through the egress
 	// proxy (host:port).
 	Connections []string `json:"connections,omitempty"`
+	// EndReason is why an ended session ended (idle_timeout, human_exit,
+	// ...): the dashboard's ended sessions show it. "" while live.
+	EndReason string `json:"endReason,omitempty"`
 }
 
 // SessionDirectory lists the sessions the dashboard shows. The session

@@ -293,9 +293,25 @@ func (o *Options) environ(launch []string, runDir string) []string {
 	} else {
 		env = append(o.sandboxEnv(readablePath(env, o.grants(runDir))), sessionHome(runDir)...)
 	}
-	env = append(env, userRCEnvName+"="+o.UserRC)
+	env = append(env, userRCEnvName+"="+o.userRC(runDir))
 	env = append(env, launch...)
 	return append(env, runDirEnvName+"="+runDir)
+}
+
+// userRC is the rc file the shell is told to source: UserRC, unless the
+// sandbox cannot read it (root's /root, a home the target's readOnly list
+// does not grant), where bash would start with "Permission denied": the
+// shell's own test -r checks permissions, not Landlock's rules.
+func (o *Options) userRC(runDir string) string {
+	if o.NoSandbox || o.UserRC == "" {
+		return o.UserRC
+	}
+	for _, g := range o.grants(runDir) {
+		if sandbox.Covers(g, o.UserRC) {
+			return o.UserRC
+		}
+	}
+	return ""
 }
 
 // proxyEnv points every tool that honours the usual proxy variables at

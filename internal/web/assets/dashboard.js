@@ -514,9 +514,30 @@
     renderRows(endedEl, endedEmptyEl, rows.filter(function (r) { return r.ended; }), function (r) {
       return [
         { text: text(r.tenant) }, { text: text(r.actor) }, { text: text(r.name) }, { text: text(r.target) },
-        { text: text(r.lastCommand), mono: true }, { text: when(r.endedAt) },
+        { text: text(r.lastCommand), mono: true }, { text: when(r.endedAt) }, { text: endReason(r.endReason) },
       ];
     }, 'Replay');
+  }
+
+  // endReason says in words why a session ended, with tandem's own name
+  // for it (as the audit log and the agent's session_ended carry it).
+  const endReasons = {
+    disconnected: 'the agent disconnected',
+    idle_timeout: 'idle for too long',
+    max_lifetime: 'reached its maximum lifetime',
+    connection_lost: 'the connection was lost',
+    shell_exited: 'its shell exited',
+    human_exit: 'the human ended its shell',
+    server_shutdown: 'tandem shut down',
+    server_restart: 'tandem restarted',
+    node_lost: 'its tandem node was lost',
+  };
+  function endReason(code) {
+    const c = text(code);
+    if (c === '') {
+      return 'unknown';
+    }
+    return Object.prototype.hasOwnProperty.call(endReasons, c) ? endReasons[c] + ' (' + c + ')' : c;
   }
 
   // openSession asks for the session's monitoring URL and opens it in a new

@@ -33,6 +33,7 @@
     scrollback: 10000,
     fontFamily: 'ui-monospace, SFMono-Regular, Menlo, Consolas, monospace',
     fontSize: 14,
+    lineHeight: 1.2, // room for underscores under the baseline, as on the live page
     theme: { background: '#0d1117', foreground: '#c9d1d9', cursor: '#c9d1d9' },
   });
   term.open(document.getElementById('terminal'));

@@ -27,6 +27,11 @@
     scrollback: 10000,
     fontFamily: 'ui-monospace, SFMono-Regular, Menlo, Consolas, monospace',
     fontSize: 14,
+    // Room under the baseline: at line height 1, fonts whose underscore
+    // lies below their natural height (DejaVu Sans Mono, Debian's
+    // monospace, at 14 px) lose it to the DOM renderer's clipped rows
+    // (xtermjs/xterm.js#4067): deploy_key read "deploy key".
+    lineHeight: 1.2,
     theme: { background: '#0d1117', foreground: '#c9d1d9', cursor: '#c9d1d9' },
     disableStdin: !typing,
     allowProposedApi: true, // decorations: the marks beside each command's line
@@ -155,6 +160,7 @@
         // "session ended", or "session ended: idle_timeout" and the like.
         const why = /^session ended(: [a-z_]+)?$/.test(ev.reason) ? ev.reason : 'session ended';
         setStatus('ended', why);
+        sessionEnded(why);
         term.write('\r\n\x1b[1;31m[' + why + ']\x1b[0m\r\n');
         // The same link replays the session once it is over.
         const replayEl = document.getElementById('replay');
@@ -168,6 +174,30 @@
 
   if (typing) {
     term.onData(sendInput);
+  }
+
+  // sessionEnded turns the page into a record of the session: nobody can
+  // type any more, so it no longer says "you may type", offers no typing
+  // link or hand-back, and the strip says why the session ended.
+  function sessionEnded(why) {
+    term.options.disableStdin = true;
+    term.options.cursorBlink = false;
+    status = null;
+    const mode = document.getElementById('mode');
+    if (mode) {
+      mode.textContent = 'nobody can type: the session ended';
+    }
+    document.getElementById('agent-state').textContent = why.charAt(0).toUpperCase() + why.slice(1);
+    for (const id of ['admit', 'admitted', 'watching', 'request', 'gate']) {
+      const e = document.getElementById(id);
+      if (e) {
+        e.hidden = true;
+      }
+    }
+    for (const id of ['strip-approvals', 'strip-denied', 'strip-network']) {
+      document.getElementById(id).replaceChildren();
+    }
+    fit.fit();
   }
 
   // The status strip: what the agent does now, what waits for approval
@@ -444,7 +474,7 @@
   window.tandem = {
     term: term,
     status: function () { return state; },
-    typing: typing,
+    get typing() { return typing && state !== 'ended'; },
     request: function () { return requestID; },
     marks: function () {
       return [...marked.values()].filter(function (m) { return m.el; }).map(function (m) {
