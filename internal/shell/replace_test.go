@@ -1,0 +1,118 @@
+package shell_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tandem-sh/tandem/internal/shell"
+)
+
+// TestHumanExecIsFollowed: a human's command that replaces the shell
+// (exec bash) ends at once, status unknown, and every agent call from
+// then on answers ErrIntegrationLost naming it, never busy for the
+// lifetime of the new shell; the human keeps the terminal until they
+// leave it. A line that execs without naming exec (eval) is found when an
+// agent call finds it running.
+func TestHumanExecIsFollowed(t *testing.T) {
+	tests := []struct {
+		name, line, program string
+	}{
+		{"bash", "exec bash", "bash"},
+		{"sh", "exec sh", "sh"},
+		{"hidden", `eval "ex""ec bash"`, "bash"},
+	}
+	for name, dial := range dialers(t) {
+		if name == "pty" {
+			continue // the test PTY cannot look at the shell's process
+		}
+		for _, tc := range tests {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				h := start(t, dial(t))
+				viewer := shell.WithViewer(context.Background(), "bob")
+				typed := time.Now()
+				if err := h.sh.Input(viewer, []byte(tc.line+"\r")); err != nil {
+					t.Fatal(err)
+				}
+				// Every agent call is lost (never busy) from 2 s after the
+				// exec on, and so is a cancel.
+				var err error
+				for {
+					_, err = h.sh.Exec(context.Background(), "echo never", shell.ExecOptions{Timeout: 5 * time.Second})
+					var busy *shell.BusyError
+					if !errors.As(err, &busy) || time.Since(typed) > 2*time.Second {
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				if !errors.Is(err, shell.ErrIntegrationLost) || !strings.Contains(err.Error(), tc.line) || !strings.Contains(err.Error(), "with "+tc.program) {
+					t.Fatalf("agent call %v after the human's %q: %v, want ErrIntegrationLost naming it", time.Since(typed), tc.line, err)
+				}
+				if _, err := h.sh.Cancel(context.Background(), 0); !errors.Is(err, shell.ErrIntegrationLost) {
+					t.Fatalf("cancel: %v, want ErrIntegrationLost", err)
+				}
+				users := h.usersWithin(t, 1, 2*time.Second)
+				if users[0].Command != tc.line || users[0].ExitKnown || users[0].Viewer != "bob" {
+					t.Errorf("the human's exec as reported: %+v", users[0])
+				}
+				// The human works on in the new shell, then leaves it.
+				for _, c := range []string{"echo one-$((1+1))", "cd /", "echo three-$((1+2))"} {
+					if err := h.sh.Input(viewer, []byte(c+"\r")); err != nil {
+						t.Fatal(err)
+					}
+					start := time.Now()
+					if _, err := h.sh.Exec(context.Background(), "echo never", shell.ExecOptions{Timeout: 5 * time.Second}); !errors.Is(err, shell.ErrIntegrationLost) || time.Since(start) > time.Second {
+						t.Fatalf("agent call after the human's %q in the new shell: %v in %v", c, err, time.Since(start))
+					}
+				}
+				h.waitScreen(t, "three-3")
+				if err := h.sh.Input(viewer, []byte("exit\r")); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case <-h.sh.Done():
+				case <-time.After(10 * time.Second):
+					t.Fatal("the session's shell did not end when the human left the new shell")
+				}
+				if n := h.userCount(); n != 1 {
+					t.Errorf("%d human commands reported, want the exec only", n)
+				}
+			})
+		}
+	}
+}
+
+// TestAgentExecAnswersAtOnce: the agent's own exec bash answers
+// ErrIntegrationLost within 2 s, not at its timeout, and so do the calls
+// after it, each at once.
+func TestAgentExecAnswersAtOnce(t *testing.T) {
+	for name, dial := range dialers(t) {
+		if name == "pty" {
+			continue // the test PTY cannot look at the shell's process
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := start(t, dial(t))
+			begin := time.Now()
+			_, err := h.sh.Exec(context.Background(), "exec bash", shell.ExecOptions{Timeout: 30 * time.Second})
+			if !errors.Is(err, shell.ErrIntegrationLost) || !strings.Contains(err.Error(), "with bash") {
+				t.Fatalf("exec bash: %v, want ErrIntegrationLost naming bash", err)
+			}
+			if d := time.Since(begin); d > 2*time.Second {
+				t.Errorf("exec bash answered after %v, want within 2 s", d)
+			}
+			for i := range 3 {
+				begin := time.Now()
+				if _, err := h.sh.Exec(context.Background(), "echo again", shell.ExecOptions{Timeout: 30 * time.Second}); !errors.Is(err, shell.ErrIntegrationLost) {
+					t.Fatalf("call %d after: %v, want ErrIntegrationLost", i, err)
+				}
+				if d := time.Since(begin); d > 500*time.Millisecond {
+					t.Errorf("call %d after exec bash took %v", i, d)
+				}
+			}
+		})
+	}
+}
