@@ -73,9 +73,12 @@ func TestHumanExecIsFollowed(t *testing.T) {
 					t.Fatal(err)
 				}
 				select {
-				case <-h.sh.Done():
+				case <-h.sh.Drained():
 				case <-time.After(10 * time.Second):
 					t.Fatal("the session's shell did not end when the human left the new shell")
+				}
+				if !h.sh.EndedByHuman() {
+					t.Error("the human's exit from the new shell is not counted as the human's")
 				}
 				if n := h.userCount(); n != 1 {
 					t.Errorf("%d human commands reported, want the exec only", n)
