@@ -336,6 +336,11 @@ func (s *Shell) claim(ctx context.Context, command string, o ExecOptions) (*agen
 	if s.lost != "" || (s.agent == nil && s.human != nil && s.replacedNow()) {
 		return nil, fmt.Errorf("exec: %w: %s", ErrIntegrationLost, s.lost)
 	}
+	if s.agent == nil && s.human != nil {
+		if what := s.nestedNow(); what != "" {
+			return nil, s.nestedError("exec", what)
+		}
+	}
 	switch {
 	case s.agent != nil || s.human != nil:
 		return nil, s.busyRunning()
@@ -644,8 +649,12 @@ func (s *Shell) Cancel(ctx context.Context, grace time.Duration) (Record, error)
 	s.mu.Lock()
 	a := s.agent
 	pid := s.pid
-	if a == nil && s.lost == "" && s.human != nil {
-		s.replacedNow() // the human's exec, not seen yet (SSH)
+	if a == nil && s.lost == "" && s.human != nil && !s.replacedNow() { // the human's exec, not seen yet (SSH)
+		if what := s.nestedNow(); what != "" {
+			err := s.nestedError("cancel", what)
+			s.mu.Unlock()
+			return Record{}, err
+		}
 	}
 	s.mu.Unlock()
 	if a == nil {

@@ -119,3 +119,66 @@ func TestAgentExecAnswersAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestHumanNestedShell: a human's command that starts a shell of its own
+// (bash, su) holds the session's shell until they leave it; agent calls
+// meanwhile answer ErrNestedShell naming it, never busy, and once the
+// human leaves it the command is reported with its status and the agent
+// runs again.
+func TestHumanNestedShell(t *testing.T) {
+	tests := []struct {
+		name, line, what string
+	}{
+		{"bash", "bash --norc", "bash"},
+		{"su", "su", "su"},
+	}
+	for name, dial := range dialers(t) {
+		if name == "pty" {
+			continue // the test PTY cannot look at the shell's process
+		}
+		for _, tc := range tests {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				h := start(t, dial(t))
+				viewer := shell.WithViewer(context.Background(), "bob")
+				typed := time.Now()
+				if err := h.sh.Input(viewer, []byte(tc.line+"\r")); err != nil {
+					t.Fatal(err)
+				}
+				var err error
+				for {
+					_, err = h.sh.Exec(context.Background(), "echo never", shell.ExecOptions{Timeout: 5 * time.Second})
+					var busy *shell.BusyError
+					if !errors.As(err, &busy) || time.Since(typed) > 2*time.Second {
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				if !errors.Is(err, shell.ErrNestedShell) || !errors.Is(err, shell.ErrIntegrationLost) || !strings.Contains(err.Error(), "`"+tc.line+"` runs "+tc.what+",") {
+					t.Fatalf("agent call %v after the human's %q: %v, want ErrNestedShell naming it", time.Since(typed), tc.line, err)
+				}
+				if _, err := h.sh.Cancel(context.Background(), 0); !errors.Is(err, shell.ErrNestedShell) {
+					t.Fatalf("cancel: %v, want ErrNestedShell", err)
+				}
+				if err := h.sh.Input(viewer, []byte("echo inner-$((2+2))\r")); err != nil {
+					t.Fatal(err)
+				}
+				h.waitScreen(t, "inner-4")
+				if _, err := h.sh.Exec(context.Background(), "echo never", shell.ExecOptions{Timeout: 5 * time.Second}); !errors.Is(err, shell.ErrNestedShell) {
+					t.Fatalf("agent call while the human works in the inner shell: %v", err)
+				}
+				if err := h.sh.Input(viewer, []byte("exit 3\r")); err != nil {
+					t.Fatal(err)
+				}
+				users := h.users(t, 1)
+				if users[0].Command != tc.line || !users[0].ExitKnown || users[0].ExitCode != 3 {
+					t.Errorf("the human's %q as reported: %+v", tc.line, users[0])
+				}
+				h.idle(t)
+				if rec := h.exec(t, "echo back"); rec.Stdout.String() != "back\n" {
+					t.Errorf("after the inner shell: %q", rec.Stdout.String())
+				}
+			})
+		}
+	}
+}
