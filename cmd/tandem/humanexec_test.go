@@ -20,7 +20,7 @@ func TestHumanExecFollowed(t *testing.T) {
 		ends       bool
 	}{
 		{"exec bash", "with bash", nil, true},
-		{"bash", "runs bash, a shell of its own", float64(0), false},
+		{"bash", "runs bash, which tandem's integration does not reach", float64(0), false},
 	}
 	for _, tg := range storyTargets() {
 		for _, tc := range tests {

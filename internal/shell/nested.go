@@ -22,10 +22,11 @@ import (
 var ErrNestedShell = fmt.Errorf("%w for now: the human is in a shell of its own", ErrIntegrationLost)
 
 // ChildLister is implemented by a Conn that can read the command lines
-// (argv) of the shell process's children: the programs of the command
-// that runs.
+// (argv) of the shell process's children, the programs of the command
+// that runs, and the shell's own: a child that has not run its program
+// yet, or a subshell, shows the shell's.
 type ChildLister interface {
-	ShellChildren(shellPID int) ([][]string, error)
+	ShellChildren(shellPID int) (self []string, kids [][]string, err error)
 }
 
 // nestedNow looks, once, whether the human's running command is a shell
@@ -37,12 +38,15 @@ func (s *Shell) nestedNow() string {
 	}
 	pid, h := s.pid, s.human
 	s.mu.Unlock()
-	kids, err := cl.ShellChildren(pid)
+	self, kids, err := cl.ShellChildren(pid)
 	s.mu.Lock()
 	if err != nil || s.human != h {
 		return ""
 	}
 	for _, argv := range kids {
+		if slices.Equal(argv, self) {
+			continue // a fork of the shell: a subshell, or a program not started yet
+		}
 		if what := interactiveShell(argv); what != "" {
 			return what
 		}
@@ -53,7 +57,7 @@ func (s *Shell) nestedNow() string {
 // nestedError is the agent's answer while the human is in a shell of
 // its own; s.mu is held.
 func (s *Shell) nestedError(op, what string) error {
-	return fmt.Errorf("%s: %w: the human's command `%s` runs %s, a shell of its own that tandem's integration does not reach: the commands typed there are not reported one by one, and yours cannot run there. When the human leaves it (exit), the session's shell is back and the command is reported with its status", op, ErrNestedShell, lastBytes(s.redactText(s.human.rec.Command), 200), what)
+	return fmt.Errorf("%s: %w: the human's command `%s` runs %s, which tandem's integration does not reach: the commands typed there are not reported one by one, and yours cannot run there. When the human leaves it (exit), the session's shell is back and the command is reported with its status", op, ErrNestedShell, lastBytes(s.redactText(s.human.rec.Command), 200), what)
 }
 
 // Shells a human may start for a prompt of its own.

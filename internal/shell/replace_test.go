@@ -182,3 +182,39 @@ func TestHumanNestedShell(t *testing.T) {
 		}
 	}
 }
+
+// TestHumanCommandStaysBusy: a human's command that is no shell of its
+// own, a subshell or a shell running a command included, is busy while
+// it runs, never taken for one (a fork of the shell shows the shell's own
+// command line until it runs its program).
+func TestHumanCommandStaysBusy(t *testing.T) {
+	lines := []string{"(sleep 1.5; echo sub-done)", "bash -c 'sleep 1.5'", "sleep 1.5"}
+	for name, dial := range dialers(t) {
+		if name == "pty" {
+			continue // the test PTY cannot look at the shell's process
+		}
+		for _, line := range lines {
+			t.Run(name+"/"+line, func(t *testing.T) {
+				t.Parallel()
+				h := start(t, dial(t))
+				if err := h.sh.Input(shell.WithViewer(context.Background(), "bob"), []byte(line+"\r")); err != nil {
+					t.Fatal(err)
+				}
+				busy := 0
+				for begin := time.Now(); time.Since(begin) < time.Second; time.Sleep(10 * time.Millisecond) {
+					_, err := h.sh.Exec(context.Background(), "echo never", shell.ExecOptions{Timeout: 5 * time.Second})
+					var b *shell.BusyError
+					switch {
+					case errors.As(err, &b):
+						busy++
+					case err != nil:
+						t.Fatalf("agent call while the human's %q runs: %v, want busy", line, err)
+					}
+				}
+				if busy == 0 {
+					t.Fatalf("no call found the human's %q running", line)
+				}
+			})
+		}
+	}
+}

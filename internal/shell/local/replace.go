@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/tandem-sh/tandem/internal/shell"
@@ -34,23 +35,30 @@ func (c *conn) ShellProgram(shellPID int) (string, error) {
 
 var _ shell.ChildLister = (*conn)(nil)
 
-// ShellChildren reads the command lines of the shell's children, from
-// /proc/PID/task/PID/children and each child's cmdline.
-func (c *conn) ShellChildren(shellPID int) ([][]string, error) {
+// ShellChildren reads the command lines of the shell and of its
+// children, from /proc/PID/cmdline and /proc/PID/task/PID/children.
+func (c *conn) ShellChildren(shellPID int) (self []string, kids [][]string, err error) {
 	if st, err := readStat(shellPID); err != nil || st.sid != c.pid {
-		return nil, fmt.Errorf("local shell: pid %d is not a process of this session", shellPID)
+		return nil, nil, fmt.Errorf("local shell: pid %d is not a process of this session", shellPID)
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", shellPID, shellPID))
 	if err != nil {
-		return nil, fmt.Errorf("local shell: %w", err)
+		return nil, nil, fmt.Errorf("local shell: %w", err)
 	}
-	var kids [][]string
+	self = cmdline(strconv.Itoa(shellPID))
 	for _, f := range strings.Fields(string(b)) {
-		cl, err := os.ReadFile("/proc/" + f + "/cmdline")
-		if err != nil || len(cl) == 0 {
-			continue // gone meanwhile
+		if argv := cmdline(f); len(argv) > 0 { // else gone meanwhile
+			kids = append(kids, argv)
 		}
-		kids = append(kids, strings.Split(strings.TrimSuffix(string(cl), "\x00"), "\x00"))
 	}
-	return kids, nil
+	return self, kids, nil
+}
+
+// cmdline is the argv of process pid, nil if it cannot be read.
+func cmdline(pid string) []string {
+	b, err := os.ReadFile("/proc/" + pid + "/cmdline")
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
 }

@@ -25,25 +25,31 @@ func (c *conn) ShellProgram(shellPID int) (string, error) {
 
 var _ shell.ChildLister = (*conn)(nil)
 
-// ShellChildren reads the command lines of the shell's children on the
-// server, on one exec channel: /proc/PID/task/PID/children and each
-// child's cmdline, an RS byte after each.
-func (c *conn) ShellChildren(shellPID int) ([][]string, error) {
+// ShellChildren reads the command lines of the shell and of its
+// children on the server, on one exec channel: /proc/PID/cmdline, then
+// each child's from /proc/PID/task/PID/children, an RS byte after each.
+func (c *conn) ShellChildren(shellPID int) (self []string, kids [][]string, err error) {
 	if shellPID <= 0 {
-		return nil, fmt.Errorf("sshconn: invalid pid %d", shellPID)
+		return nil, nil, fmt.Errorf("sshconn: invalid pid %d", shellPID)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), procTimeout)
 	defer cancel()
 	p := strconv.Itoa(shellPID)
-	b, err := c.exec(ctx, "for c in $(cat /proc/"+p+"/task/"+p+"/children); do cat /proc/$c/cmdline 2>/dev/null; printf '\\036'; done")
+	b, err := c.exec(ctx, "for c in "+p+" $(cat /proc/"+p+"/task/"+p+"/children); do cat /proc/$c/cmdline 2>/dev/null; printf '\\036'; done")
 	if err != nil {
-		return nil, fmt.Errorf("sshconn: shell %d: %w", shellPID, err)
+		return nil, nil, fmt.Errorf("sshconn: shell %d: %w", shellPID, err)
 	}
-	var kids [][]string
-	for _, cl := range strings.Split(string(b), "\x1e") {
+	for i, cl := range strings.Split(string(b), "\x1e") {
+		var argv []string
 		if cl = strings.TrimSuffix(cl, "\x00"); cl != "" {
-			kids = append(kids, strings.Split(cl, "\x00"))
+			argv = strings.Split(cl, "\x00")
+		}
+		switch {
+		case i == 0:
+			self = argv
+		case argv != nil:
+			kids = append(kids, argv)
 		}
 	}
-	return kids, nil
+	return self, kids, nil
 }
