@@ -333,7 +333,7 @@ func (s *Shell) claim(ctx context.Context, command string, o ExecOptions) (*agen
 	if s.err != nil {
 		return nil, s.err
 	}
-	if s.lost != "" || (s.agent == nil && s.human != nil && s.replacedNow()) {
+	if s.lost != "" || ((s.agent != nil || s.human != nil) && s.replacedNow()) {
 		return nil, fmt.Errorf("exec: %w: %s", ErrIntegrationLost, s.lost)
 	}
 	if s.agent == nil && s.human != nil {

@@ -104,11 +104,12 @@ func (s *Shell) replaceDue(local bool) bool {
 }
 
 // replacedNow looks, once, whether the shell's process was replaced while
-// a human command runs (an agent call found it running); if so the
-// integration is lost. s.mu is held, and let go during the look.
+// a command runs (an agent call found it running); if so the integration
+// is lost. s.mu is held, and let go during the look.
 func (s *Shell) replacedNow() bool {
 	rr, ok := s.conn.(ReplaceReporter)
-	if !ok || s.human == nil || s.pid == 0 {
+	running := s.human != nil || (s.agent != nil && s.agent.phase == phaseAccepted)
+	if !ok || !running || s.pid == 0 {
 		return false
 	}
 	pid := s.pid

@@ -218,3 +218,33 @@ func TestHumanCommandStaysBusy(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentLateExec: the agent's command that replaces the shell after
+// its call returned (and whose line does not name exec) is found by the
+// next call, which answers ErrIntegrationLost, not busy.
+func TestAgentLateExec(t *testing.T) {
+	for name, dial := range dialers(t) {
+		if name == "pty" {
+			continue // the test PTY cannot look at the shell's process
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := start(t, dial(t))
+			_, err := h.sh.Exec(context.Background(), `sleep 0.5; eval "ex""ec bash"`, shell.ExecOptions{Timeout: 100 * time.Millisecond})
+			var te *shell.TimeoutError
+			if !errors.As(err, &te) {
+				t.Fatalf("first call: %v, want a timeout", err)
+			}
+			for begin := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+				_, err = h.sh.Exec(context.Background(), "echo never", shell.ExecOptions{Timeout: 5 * time.Second})
+				var busy *shell.BusyError
+				if !errors.As(err, &busy) || time.Since(begin) > 2*time.Second {
+					break
+				}
+			}
+			if !errors.Is(err, shell.ErrIntegrationLost) || !strings.Contains(err.Error(), "with bash") {
+				t.Fatalf("a call after the exec: %v, want ErrIntegrationLost", err)
+			}
+		})
+	}
+}
