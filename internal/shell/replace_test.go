@@ -248,3 +248,33 @@ func TestAgentLateExec(t *testing.T) {
 		})
 	}
 }
+
+// TestHumanExitIsNoExec: a human's exit ends the shell with its status
+// reported, never taken for an exec (the exited shell, not yet reaped,
+// has an empty command line).
+func TestHumanExitIsNoExec(t *testing.T) {
+	for name, dial := range dialers(t) {
+		if name == "pty" {
+			continue // the test PTY cannot look at the shell's process
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := start(t, dial(t))
+			if err := h.sh.Input(shell.WithViewer(context.Background(), "bob"), []byte("sleep 0.3; exit 3\r")); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-h.sh.Drained():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the shell did not end")
+			}
+			users := h.users(t, 1)
+			if u := users[0]; u.Command != "sleep 0.3; exit 3" || !u.ExitKnown || u.ExitCode != 3 {
+				t.Errorf("the human's exit as reported: %+v", u)
+			}
+			if !h.sh.EndedByHuman() {
+				t.Error("the human's exit is not counted as the human's")
+			}
+		})
+	}
+}
