@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,6 +33,7 @@ func TestEveryFailureHasItsCode(t *testing.T) {
 		{fmt.Errorf("cancel: %w: survived SIGKILL", shell.ErrUnresponsive), codeUnresponsive},
 		{fmt.Errorf("exec: %w: exec bash", shell.ErrIntegrationLost), codeIntegrationLost},
 		{&partialError{err: fmt.Errorf("exec: %w", shell.ErrIntegrationLost), rec: rec}, codeIntegrationLost},
+		{fmt.Errorf("exec: %w: su", shell.ErrNestedShell), codeIntegrationLost},
 		{fmt.Errorf("read output: %w: %w", errOutputRead, io.ErrUnexpectedEOF), codeOutputUnavailable},
 		{fmt.Errorf("exec: interrupted: %w", context.Canceled), codeCancelled},
 		{fmt.Errorf("exec: %w", shell.ErrCaptureFailed), codeCaptureFailed},
@@ -56,6 +58,10 @@ func TestEveryFailureHasItsCode(t *testing.T) {
 		if f.code != tc.code || f.msg == "" {
 			t.Errorf("%v: %s %q, want %s", tc.err, f.code, f.msg, tc.code)
 		}
+	}
+	// A human's shell of their own passes: nothing needs reconnecting.
+	if f := s.failure(c, fmt.Errorf("exec: %w: su", shell.ErrNestedShell)); !strings.Contains(f.msg, "Nothing needs reconnecting") || strings.Contains(f.msg, "ssh_disconnect") {
+		t.Errorf("a human's shell of their own: %q", f.msg)
 	}
 	// What nothing names is a bug of tandem's, and says so.
 	if f := s.failure(c, errors.New("something new")); f.code != codeInternal {

@@ -152,6 +152,8 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 		}
 		maps.Copy(f, extra)
 		return fail(codeShellExited, "The session ended because its shell exited ("+exit.Error()+"): a command ran `exit`, or `set -e` ended the shell after a failure. Call ssh_connect again to start a new session, for example "+reconnectExample+".", f)
+	case errors.Is(err, session.ErrNestedShell):
+		return fail(codeIntegrationLost, "tandem cannot run commands in the session now ("+err.Error()+"). Nothing needs reconnecting: call again once the human has left that shell.", extra)
 	case errors.Is(err, session.ErrIntegrationLost):
 		return fail(codeIntegrationLost, "The shell no longer runs tandem's integration ("+err.Error()+"), so tandem cannot run or capture commands in it. What was captured is in partial. Call ssh_disconnect, then ssh_connect again for a fresh shell, for example "+reconnectExample+"; the human can still use this terminal until then.", extra)
 	case errors.Is(err, session.ErrUnresponsive):

@@ -45,6 +45,7 @@ var (
 	ErrInvalidInput    = shell.ErrInvalidInput
 	ErrCaptureFailed   = shell.ErrCaptureFailed
 	ErrIntegrationLost = shell.ErrIntegrationLost
+	ErrNestedShell     = shell.ErrNestedShell
 	ErrUnresponsive    = shell.ErrUnresponsive
 	ErrStart           = shell.ErrStart
 	ErrClosed          = shell.ErrClosed

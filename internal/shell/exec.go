@@ -266,6 +266,9 @@ func (s *Shell) Exec(ctx context.Context, command string, o ExecOptions) (Record
 	s.mu.Unlock()
 	switch {
 	case err == nil:
+		if lost := s.lostReason(); a.hooks && lost != "" {
+			return rec, fmt.Errorf("exec: %w: %s", ErrIntegrationLost, lost)
+		}
 		if a.hooks {
 			return rec, fmt.Errorf("exec: %w: the command removed tandem's PROMPT_COMMAND hook and tandem could not put it back, so its exit code is unknown and later commands cannot be captured", ErrIntegrationLost)
 		}
@@ -322,12 +325,21 @@ func (a *agentRun) partial() Record {
 func (s *Shell) claim(ctx context.Context, command string, o ExecOptions) (*agentRun, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.settle(ctx)
+	// A lost integration is known at once: no prompt will come to settle
+	// on (see replace.go).
+	if s.lost == "" {
+		s.settle(ctx)
+	}
 	if s.err != nil {
 		return nil, s.err
 	}
-	if s.lost != "" {
+	if s.lost != "" || ((s.agent != nil || s.human != nil) && s.replacedNow()) {
 		return nil, fmt.Errorf("exec: %w: %s", ErrIntegrationLost, s.lost)
+	}
+	if s.agent == nil && s.human != nil {
+		if what := s.nestedNow(); what != "" {
+			return nil, s.nestedError("exec", what)
+		}
 	}
 	switch {
 	case s.agent != nil || s.human != nil:
@@ -637,8 +649,18 @@ func (s *Shell) Cancel(ctx context.Context, grace time.Duration) (Record, error)
 	s.mu.Lock()
 	a := s.agent
 	pid := s.pid
+	if a == nil && s.lost == "" && s.human != nil && !s.replacedNow() { // the human's exec, not seen yet (SSH)
+		if what := s.nestedNow(); what != "" {
+			err := s.nestedError("cancel", what)
+			s.mu.Unlock()
+			return Record{}, err
+		}
+	}
 	s.mu.Unlock()
 	if a == nil {
+		if lost := s.lostReason(); lost != "" {
+			return Record{}, fmt.Errorf("cancel: %w: %s", ErrIntegrationLost, lost)
+		}
 		return Record{}, ErrNotRunning
 	}
 	steps := []struct {

@@ -263,6 +263,7 @@ func Start(ctx context.Context, d Dialer, opts *Options) (*Shell, error) {
 		_ = s.Close()
 		return nil, fmt.Errorf("shell start: %w: %w", ErrStart, err)
 	}
+	go s.watchReplace()
 	return s, nil
 }
 

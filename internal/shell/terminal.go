@@ -110,7 +110,10 @@ func (s *Shell) endHuman(why error) {
 		return
 	}
 	h := s.human
-	s.humanExit = s.agent == nil && (h != nil || s.exitMark || time.Since(s.eofAt) < endReasonWait+time.Second)
+	// A shell whose integration is lost runs no command of the agent's:
+	// only the human's keys reach it, so its own exit is theirs.
+	lostExit := s.lost != "" && exit.Signal == ""
+	s.humanExit = s.agent == nil && (h != nil || s.exitMark || lostExit || time.Since(s.eofAt) < endReasonWait+time.Second)
 	if h == nil {
 		return
 	}

@@ -130,6 +130,9 @@ func (c *conn) ShellReplaced(shellPID int) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if len(b) == 0 {
+		return false, nil // the shell exited and is not reaped yet
+	}
 	return !bytes.Contains(b, []byte("\x00--rcfile\x00/dev/fd/3\x00")), nil
 }
 
