@@ -63,6 +63,13 @@ func commandTool(tool string) bool { return tool == "ssh_exec" || tool == claude
 // on the call for the reply and the audit. It runs before anything
 // touches the shell: a refused command is never typed.
 func (s *Server) authorize(ctx context.Context, c session.Caller, tool, targetName string, act approval.Action) error {
+	return s.authorizeJudged(ctx, c, tool, targetName, act, false)
+}
+
+// authorizeJudged is authorize for a session whose every program is
+// judged as it starts (execJudged): a line that hides only which programs
+// it runs need not ask there (policy.Input.ExecJudged).
+func (s *Server) authorizeJudged(ctx context.Context, c session.Caller, tool, targetName string, act approval.Action, execJudged bool) error {
 	if readOnly(tool) || s.deps.Policy == nil {
 		return nil
 	}
@@ -70,7 +77,7 @@ func (s *Server) authorize(ctx context.Context, c session.Caller, tool, targetNa
 	if pol.Judge == nil {
 		return nil
 	}
-	v := pol.Judge.Decide(policy.Input{Tool: tool, Command: act.Command, HasCommand: commandTool(tool)})
+	v := pol.Judge.Decide(policy.Input{Tool: tool, Command: act.Command, HasCommand: commandTool(tool), ExecJudged: execJudged})
 	info := callFrom(ctx)
 	info.rule = v.Rule
 	what := "the call " + tool
