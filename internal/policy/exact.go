@@ -21,11 +21,6 @@ func (c *collector) risky(argv []word, detail string) {
 	c.add(item{argv: argv, why: whyShell, detail: detail, extra: true})
 }
 
-// riskyNode adds an item for a node, shown as written.
-func (c *collector) riskyNode(src string, n syntax.Node, detail string) {
-	c.risky([]word{{s: sourceOf(src, n)}}, detail)
-}
-
 // execVars are variables whose value the shell or a program it starts
 // executes, loads or reads its configuration from. Prefix families are in
 // isExecVar.
