@@ -31,7 +31,8 @@ approvals: {waitSeconds: 1}
 // mode allow without an approval, since every rule that could refuse what
 // they run is enforced as it starts; and what they run is still judged
 // there: a sourced file that runs rm, and an alias a sourced file defined,
-// are blocked at exec. A line whose risk no exec shows still asks.
+// are blocked at exec, as is what eval runs. A line whose risk no exec
+// shows still asks.
 func TestExecSeenLinesRun(t *testing.T) {
 	if err := execguard.Available(); err != nil {
 		testenv.Missing(t, "%v", err)
@@ -87,8 +88,8 @@ func TestExecSeenLinesRun(t *testing.T) {
 		})
 	}
 
-	// What a sourced file or an alias runs is judged as it starts.
-	for _, line := range []string{"source zap.sh", ". aliases.sh", "zz"} {
+	// What a sourced file, an alias or eval runs is judged as it starts.
+	for _, line := range []string{"source zap.sh", ". aliases.sh", "zz", `eval "$(cat zap.sh)"`} {
 		rep := mustOK(t, se.exec(t, line))
 		if line == ". aliases.sh" {
 			continue
