@@ -52,6 +52,10 @@ func TestNetworkDenialReason(t *testing.T) {
 			replies := make(chan map[string]any, 1)
 			go func() { replies <- s.exec(t, "curl -sS -f --max-time 60 --cacert ca.pem "+tc.url, 90) }()
 			id := op.pendingID(t, "connect "+tc.target)
+			// The approver sees where the operator's mapping leads.
+			if st := op.do(t, http.MethodGet, "/api/state", ""); !strings.Contains(fmt.Sprint(st["pending"]), "maps asked.test to 127.0.0.1") {
+				t.Errorf("the approval does not say where the hosts: mapping leads: %v", st["pending"])
+			}
 			op.do(t, http.MethodPost, "/api/approvals/"+id+"/decision", fmt.Sprintf(`{"approve":%v,"reason":%q}`, tc.reason == "", tc.reason))
 			var r map[string]any
 			select {

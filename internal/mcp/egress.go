@@ -87,6 +87,11 @@ func (s *Server) askConnection(ctx context.Context, c session.Caller, sess *sess
 	act := approval.Action{Tenant: c.Tenant, Actor: c.Actor, SessionID: sess.ID, SessionName: sess.Name,
 		Target: sess.Target.Name, Tool: networkTool, Command: "connect " + target}
 	reason := fmt.Sprintf("session %s wants to reach %s, which its network allowlist does not list", sess.Name, target)
+	if as := sess.Target.Egress.Hosts[host]; len(as) > 0 {
+		// The target's hosts: mapping decides where it leads, a loopback
+		// or private address included: the approver should know.
+		reason += fmt.Sprintf("; the target's hosts: maps %s to %s", host, as[0])
+	}
 	rule := "network.ask"
 	if sess.Target.Egress.Forward {
 		rule = "network.forward"
