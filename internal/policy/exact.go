@@ -508,7 +508,7 @@ const runsSetLetters = "abhkBHP"
 
 var runsSetNames = map[string]bool{
 	"allexport": true, "notify": true, "hashall": true, "keyword": true, "braceexpand": true,
-	"histexpand": true, "physical": true, "history": true, "ignoreeof": true,
+	"histexpand": true, "physical": true,
 }
 
 // set judges the set builtin: options that change parsing, history
