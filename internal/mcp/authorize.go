@@ -173,15 +173,15 @@ func (s *Server) authorizeJudged(ctx context.Context, c session.Caller, tool, ta
 	}
 	info.approvalID = a.ID
 	r := reply{"approvalId": a.ID, "expiresAt": a.Expires.UTC().Format(time.RFC3339Nano), "rule": v.Rule}
-	where := ""
+	bound := ""
 	if a.Action.Cwd != "" {
 		// An approval binds to the directory: say so before the agent
 		// repeats the call from another one and is asked again.
 		r["approvalCwd"] = a.Action.Cwd
-		where = fmt.Sprintf(" from %s (the approval holds in that directory only: from another, the same command asks again)", a.Action.Cwd)
+		bound = fmt.Sprintf(" The approval is bound to the directory %s: from another directory the same command asks again.", a.Action.Cwd)
 	}
-	return fail(codeApprovalPending, fmt.Sprintf("%s waits for a human's approval (%s). Nothing was run yet. Repeat the identical call%s to pick up the answer; it stays open until %s.",
-		upperFirst(what), a.ID, where, a.Expires.UTC().Format(time.RFC3339)), r)
+	return fail(codeApprovalPending, fmt.Sprintf("%s waits for a human's approval (%s). Nothing was run yet. Repeat the identical call to pick up the answer; it stays open until %s.%s",
+		upperFirst(what), a.ID, a.Expires.UTC().Format(time.RFC3339), bound), r)
 }
 
 func upperFirst(s string) string {
