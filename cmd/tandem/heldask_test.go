@@ -77,7 +77,7 @@ func TestHeldAskTheClient(t *testing.T) {
 		{"deny", &sdk.ElicitResult{Action: "accept", Content: map[string]any{"decision": "deny", "reason": "not that host"}},
 			func(t *testing.T, s sess, _ operatorClient, r map[string]any, target string) {
 				res := result(t, r)
-				refused, _ := res["networkRefused"].([]any)
+				refused := refusedTargets(res)
 				if res["exitCode"] == 0.0 || len(refused) != 1 || refused[0] != target {
 					t.Fatalf("the denied download: %v", r)
 				}

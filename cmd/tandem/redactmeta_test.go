@@ -217,7 +217,7 @@ approvals: {waitSeconds: 1, timeoutSeconds: 300}
 
 	t.Run("a host name", func(t *testing.T) {
 		r := result(t, s.exec(t, `curl -f -sS --max-time 20 "http://`+valueOf("HOST_SECRET")+`.example/"`))
-		refused, _ := r["networkRefused"].([]any)
+		refused := refusedTargets(r)
 		if len(refused) != 1 || refused[0] != marker+".example:80" || r["exitCode"] == 0.0 {
 			t.Errorf("networkRefused %v: %v", refused, r)
 		}

@@ -163,6 +163,21 @@ type fixture struct {
 	got []Conn
 }
 
+// fakeDNS answers lookups from a table, as a DNS server the operator does
+// not control would.
+type fakeDNS map[string][]netip.Addr
+
+func (d fakeDNS) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if as, ok := d[host]; ok {
+		return as, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+// newFixture opens a session with allow and ask on a fresh proxy. hosts
+// maps names to addresses: a name ending in ".dns" is answered by the
+// proxy's resolver (DNS, which the operator does not control), any other
+// by the session's Hosts (the operator's own mapping).
 func newFixture(t *testing.T, allow []string, hosts map[string]string, ask func(context.Context, string, uint16) (bool, error), protected ...netip.AddrPort) *fixture {
 	t.Helper()
 	a, err := ParseAllow(allow)
@@ -170,11 +185,16 @@ func newFixture(t *testing.T, allow []string, hosts map[string]string, ask func(
 		t.Fatal(err)
 	}
 	h := map[string][]netip.Addr{}
+	dns := fakeDNS{}
 	for n, addr := range hosts {
+		if strings.HasSuffix(n, ".dns") {
+			dns[n] = []netip.Addr{netip.MustParseAddr(addr)}
+			continue
+		}
 		h[n] = []netip.Addr{netip.MustParseAddr(addr)}
 	}
 	f := &fixture{}
-	f.p = New(Options{Protected: func(ap netip.AddrPort) bool {
+	f.p = New(Options{Resolver: dns, Protected: func(ap netip.AddrPort) bool {
 		for _, p := range protected {
 			if p == ap {
 				return true
@@ -229,8 +249,8 @@ func TestProxyJudges(t *testing.T) {
 	own := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "tandem's web port") }))
 	t.Cleanup(own.Close)
 	tp, pp, op := portOf(t, tlsSrv), portOf(t, plain), portOf(t, own)
-	hosts := map[string]string{"good.test": "127.0.0.1", "plain.test": "127.0.0.1", "rebind.test": "127.0.0.1", "own.test": "127.0.0.1", "unlisted.test": "127.0.0.1"}
-	f := newFixture(t, []string{"good.test", "plain.test:" + pp, "rebind.test", "own.test", "127.0.0.1:" + tp, "127.0.0.1:" + pp, "127.0.0.1:" + op},
+	hosts := map[string]string{"good.test": "127.0.0.1", "plain.test": "127.0.0.1", "rebind.dns": "127.0.0.1", "own.test": "127.0.0.1", "unlisted.test": "127.0.0.1"}
+	f := newFixture(t, []string{"good.test", "plain.test:" + pp, "rebind.dns", "own.test", "127.0.0.1:" + tp, "127.0.0.1:" + pp, "127.0.0.1:" + op},
 		hosts, nil, netip.MustParseAddrPort("127.0.0.1:"+op))
 
 	tests := []struct {
@@ -243,7 +263,7 @@ func TestProxyJudges(t *testing.T) {
 		{"plain http to an allowed name and port", "http://plain.test:" + pp + "/x", plain, "plain hello /x via ", ""},
 		{"a name on no rule", "https://unlisted.test:" + tp + "/", tlsSrv, "", "not on this session's network allowlist"},
 		{"an allowed name on another port", "http://plain.test:" + tp + "/", nil, "", "not on this session's network allowlist"},
-		{"an allowed name that resolves to loopback on an unlisted port", "http://rebind.test:1/", nil, "", "loopback, private or link-local"},
+		{"an allowed name that DNS resolves to loopback on an unlisted port", "http://rebind.dns:1/", nil, "", "loopback, private or link-local"},
 		{"tandem's own port, though listed", "http://own.test:" + op + "/", nil, "", "tandem's own port"},
 		{"an address that no rule lists", "http://127.0.0.2:" + pp + "/", nil, "", "not on this session's network allowlist"},
 	}
@@ -340,12 +360,12 @@ func TestProxyOwnPorts(t *testing.T) {
 
 // TestProxyAsks: with Ask, an unlisted host waits for the answer, before
 // its name is even looked up; one a human let through is still refused if
-// it resolves to a loopback address no address rule lists.
+// DNS resolves it to a loopback address no address rule lists.
 func TestProxyAsks(t *testing.T) {
 	var asked []string
 	var mu sync.Mutex
 	answer := true
-	f := newFixture(t, []string{"127.0.0.1"}, map[string]string{"public.test": "203.0.113.9", "loop.test": "127.0.0.2"},
+	f := newFixture(t, []string{"127.0.0.1"}, map[string]string{"public.test": "203.0.113.9", "loop.dns": "127.0.0.2"},
 		func(ctx context.Context, host string, port uint16) (bool, error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -369,12 +389,12 @@ func TestProxyAsks(t *testing.T) {
 	mu.Lock()
 	answer = true
 	mu.Unlock()
-	if got := conn("loop.test:9"); !strings.Contains(got, "403") {
+	if got := conn("loop.dns:9"); !strings.Contains(got, "403") {
 		t.Errorf("an approved name on an unlisted loopback address: %q", got)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if strings.Join(asked, " ") != "public.test:443 loop.test:9" {
+	if strings.Join(asked, " ") != "public.test:443 loop.dns:9" {
 		t.Errorf("asked about %v", asked)
 	}
 	var denied int

@@ -45,10 +45,20 @@ const (
 	Denied = "denied"
 )
 
-// Denial is Ask's no with its reason: the approver's own words.
-type Denial struct{ Reason string }
+// Denial is Ask's no with its reason: the approver's own words, and who
+// decided (the approval's decider: dashboard, client, upstream, timeout).
+type Denial struct{ Reason, By string }
 
-func (d *Denial) Error() string { return d.Reason }
+func (d *Denial) Error() string {
+	if d.By == "" {
+		return d.Reason
+	}
+	return d.Reason + " (decided by " + d.By + ")"
+}
+
+// ByAllowlist is Conn.DecidedBy for what the session's allowlist and the
+// proxy's own rules decided, with no human asked.
+const ByAllowlist = "allowlist"
 
 // Conn describes one connection a session asked the proxy for: reported
 // once when it is decided, and again, with its byte counts and duration,
@@ -69,6 +79,10 @@ type Conn struct {
 	Reason string
 	// Rule is the allowlist entry that allowed it, if one did.
 	Rule string
+	// DecidedBy says who decided: ByAllowlist, or for an asked host the
+	// approval's decider (dashboard, client, upstream, timeout); empty
+	// when nobody did (the program stopped waiting first).
+	DecidedBy string
 	// Up and Down count the bytes sent to and received from the host.
 	Up, Down int64
 	Started  time.Time
@@ -104,8 +118,10 @@ type Session struct {
 	Name  string
 	Allow Allowlist
 	// Hosts answers for these names (lower case) without asking DNS, as
-	// /etc/hosts would: e.g. an internal registry. The answer is judged
-	// like any other address.
+	// /etc/hosts would: e.g. an internal registry. The operator chose
+	// these addresses, and no DNS answer can change them, so a mapping
+	// counts as listing its addresses for that name (a loopback or
+	// private one included); tandem's own ports stay out of reach.
 	Hosts map[string][]netip.Addr
 	// Ask, when set, is asked about a host no rule allows and answers
 	// whether a human let it through; nil refuses such hosts. A *Denial
@@ -425,13 +441,15 @@ func (l *Listener) decide(ctx context.Context, host string, port uint16) (Conn, 
 // (or a human's yes), an address given as such an address rule (or a
 // human's yes). Whatever the name, every address it resolves to is
 // checked: tandem's own ports never, and a loopback, private or
-// link-local address only where an address rule lists it, so a listed
-// name that resolves to 127.0.0.1 gets nothing. An unlisted name is not
-// looked up before a human lets it through: a lookup alone can carry
-// data out.
+// link-local address only where an address rule lists it or the
+// session's Hosts maps the name to it, so a listed name that DNS resolves
+// to 127.0.0.1 gets nothing. An unlisted name is not looked up before a
+// human lets it through: a lookup alone can carry data out. A host whose
+// addresses are known before asking (an address, a name in Hosts) and
+// that no yes could let through is refused at once, never asked about.
 func (l *Listener) judge(ctx context.Context, c *Conn) ([]netip.Addr, error) {
 	refuse := func(why string) ([]netip.Addr, error) {
-		c.Decision, c.Reason = Refused, why
+		c.Decision, c.Reason, c.DecidedBy = Refused, why, ByAllowlist
 		return nil, &refusal{conn: *c}
 	}
 	const unlisted = "not on this session's network allowlist (network.allow in tandem.yaml)"
@@ -440,7 +458,7 @@ func (l *Listener) judge(ctx context.Context, c *Conn) ([]netip.Addr, error) {
 	}
 	var cands []netip.Addr
 	var rule Rule
-	listed := false
+	listed, mapped := false, false
 	if a, err := netip.ParseAddr(strings.Trim(c.Host, "[]")); err == nil && a.Zone() == "" {
 		a = a.Unmap()
 		c.Host, cands = a.String(), []netip.Addr{a}
@@ -450,11 +468,20 @@ func (l *Listener) judge(ctx context.Context, c *Conn) ([]netip.Addr, error) {
 			return refuse("not a host name")
 		}
 		rule, listed = l.s.Allow.matchName(c.Host, c.Port)
+		if as := l.s.Hosts[c.Host]; len(as) > 0 {
+			cands, mapped = as, true
+		}
 	}
 	decision := Allowed
 	if !listed {
 		if l.s.Ask == nil {
 			return refuse(unlisted)
+		}
+		if cands != nil {
+			if ok, why := l.usable(cands, c.Port, mapped); len(ok) == 0 {
+				c.Addr = cands[0].String()
+				return refuse(why + "; no approval could let it through, so nobody was asked")
+			}
 		}
 		if !l.take(&l.asking, MaxAsking) {
 			return refuse(fmt.Sprintf("not on the allowlist, and %d connections of this session already wait for a human; retry once they are decided", MaxAsking))
@@ -466,7 +493,10 @@ func (l *Listener) judge(ctx context.Context, c *Conn) ([]netip.Addr, error) {
 			var d *Denial
 			switch {
 			case errors.As(err, &d):
-				c.Reason = "denied: " + d.Reason
+				c.DecidedBy = d.By
+				if d.Reason != "" {
+					c.Reason = "denied: " + d.Error()
+				}
 			case err != nil:
 				c.Reason = "no human let it through: " + err.Error()
 			}
@@ -481,20 +511,7 @@ func (l *Listener) judge(ctx context.Context, c *Conn) ([]netip.Addr, error) {
 		}
 		cands = resolved
 	}
-	var ok []netip.Addr
-	var why string
-	for _, a := range cands {
-		ap := netip.AddrPortFrom(a, c.Port)
-		if l.p.protected(ap) {
-			why = "it is tandem's own port (" + ap.String() + "), which sessions never reach"
-			continue
-		}
-		if _, byAddr := l.s.Allow.matchAddr(a, c.Port); isSpecial(a) && !byAddr {
-			why = fmt.Sprintf("it resolves to %s, a loopback, private or link-local address that no address rule lists", a)
-			continue
-		}
-		ok = append(ok, a)
-	}
+	ok, why := l.usable(cands, c.Port, mapped)
 	if len(ok) == 0 {
 		c.Addr = cands[0].String()
 		return refuse(why)
@@ -506,8 +523,29 @@ func (l *Listener) judge(ctx context.Context, c *Conn) ([]netip.Addr, error) {
 	} else {
 		c.Rule = rule.Entry
 		c.Reason = "allowed by " + strconv.Quote(c.Rule)
+		c.DecidedBy = ByAllowlist
 	}
 	return ok, nil
+}
+
+// usable returns the addresses of cands the session may connect to on
+// port, and why the last one refused was: never tandem's own ports, and a
+// loopback, private or link-local address only where an address rule
+// lists it or the operator's Hosts mapped the name to it (mapped).
+func (l *Listener) usable(cands []netip.Addr, port uint16, mapped bool) (ok []netip.Addr, why string) {
+	for _, a := range cands {
+		ap := netip.AddrPortFrom(a, port)
+		if l.p.protected(ap) {
+			why = "it is tandem's own port (" + ap.String() + "), which sessions never reach"
+			continue
+		}
+		if _, byAddr := l.s.Allow.matchAddr(a, port); isSpecial(a) && !byAddr && !mapped {
+			why = fmt.Sprintf("it resolves to %s, a loopback, private or link-local address that no address rule lists", a)
+			continue
+		}
+		ok = append(ok, a)
+	}
+	return ok, why
 }
 
 // lookup resolves host through Options.Hosts, then the resolver.

@@ -63,6 +63,13 @@ func commandTool(tool string) bool { return tool == "ssh_exec" || tool == claude
 // on the call for the reply and the audit. It runs before anything
 // touches the shell: a refused command is never typed.
 func (s *Server) authorize(ctx context.Context, c session.Caller, tool, targetName string, act approval.Action) error {
+	return s.authorizeJudged(ctx, c, tool, targetName, act, false)
+}
+
+// authorizeJudged is authorize for a session whose every program is
+// judged as it starts (execJudged): a line that hides only which programs
+// it runs need not ask there (policy.Input.ExecJudged).
+func (s *Server) authorizeJudged(ctx context.Context, c session.Caller, tool, targetName string, act approval.Action, execJudged bool) error {
 	if readOnly(tool) || s.deps.Policy == nil {
 		return nil
 	}
@@ -70,7 +77,7 @@ func (s *Server) authorize(ctx context.Context, c session.Caller, tool, targetNa
 	if pol.Judge == nil {
 		return nil
 	}
-	v := pol.Judge.Decide(policy.Input{Tool: tool, Command: act.Command, HasCommand: commandTool(tool)})
+	v := pol.Judge.Decide(policy.Input{Tool: tool, Command: act.Command, HasCommand: commandTool(tool), ExecJudged: execJudged})
 	info := callFrom(ctx)
 	info.rule = v.Rule
 	what := "the call " + tool
@@ -165,9 +172,16 @@ func (s *Server) authorize(ctx context.Context, c session.Caller, tool, targetNa
 			reply{"approvalId": a.ID, "rule": v.Rule})
 	}
 	info.approvalID = a.ID
-	return fail(codeApprovalPending, fmt.Sprintf("%s waits for a human's approval (%s). Nothing was run yet. Repeat the identical call to pick up the answer; it stays open until %s.",
-		upperFirst(what), a.ID, a.Expires.UTC().Format(time.RFC3339)),
-		reply{"approvalId": a.ID, "expiresAt": a.Expires.UTC().Format(time.RFC3339Nano), "rule": v.Rule})
+	r := reply{"approvalId": a.ID, "expiresAt": a.Expires.UTC().Format(time.RFC3339Nano), "rule": v.Rule}
+	bound := ""
+	if a.Action.Cwd != "" {
+		// An approval binds to the directory: say so before the agent
+		// repeats the call from another one and is asked again.
+		r["approvalCwd"] = a.Action.Cwd
+		bound = fmt.Sprintf(" The approval is bound to the directory %s: from another directory the same command asks again.", a.Action.Cwd)
+	}
+	return fail(codeApprovalPending, fmt.Sprintf("%s waits for a human's approval (%s). Nothing was run yet. Repeat the identical call to pick up the answer; it stays open until %s.%s",
+		upperFirst(what), a.ID, a.Expires.UTC().Format(time.RFC3339), bound), r)
 }
 
 func upperFirst(s string) string {

@@ -87,6 +87,11 @@ func (s *Server) askConnection(ctx context.Context, c session.Caller, sess *sess
 	act := approval.Action{Tenant: c.Tenant, Actor: c.Actor, SessionID: sess.ID, SessionName: sess.Name,
 		Target: sess.Target.Name, Tool: networkTool, Command: "connect " + target}
 	reason := fmt.Sprintf("session %s wants to reach %s, which its network allowlist does not list", sess.Name, target)
+	if as := sess.Target.Egress.Hosts[host]; len(as) > 0 {
+		// The target's hosts: mapping decides where it leads, a loopback
+		// or private address included: the approver should know.
+		reason += fmt.Sprintf("; the target's hosts: maps %s to %s", host, as[0])
+	}
 	rule := "network.ask"
 	if sess.Target.Egress.Forward {
 		rule = "network.forward"
@@ -109,9 +114,11 @@ func (s *Server) askConnection(ctx context.Context, c session.Caller, sess *sess
 		return false, err
 	case out.Kind == approval.Run:
 		return true, nil
-	case out.Kind == approval.Refused && out.Approval.Decision != nil && out.Approval.Decision.Reason != "":
+	case out.Approval.Decision != nil:
+		// The approver's words and who they are reach the refused program
+		// (the 403), the audit record and the agent's reply.
 		d := out.Approval.Decision
-		return false, &egress.Denial{Reason: fmt.Sprintf("%s (decided by %s)", d.Reason, d.By)}
+		return false, &egress.Denial{Reason: d.Reason, By: d.By}
 	}
 	return false, nil
 }
@@ -135,7 +142,9 @@ const maxReplyConnections = 20
 
 // addNetwork tells the agent, in a finished command's reply, what its
 // command connected to through the egress proxy, and names the hosts
-// that were refused (networkRefused), so a failed download says why.
+// that were refused with why and who decided (networkRefused), so a
+// failed download says why: for HTTPS too, where the program sees only
+// the proxy's 403 to its CONNECT and never the reason in its body.
 func addNetwork(sess *session.Session, rec session.Record, r reply) {
 	if sess.Target.Egress == nil || rec.Started.IsZero() {
 		return
@@ -149,12 +158,15 @@ func addNetwork(sess *session.Session, rec session.Record, r reply) {
 		time.Sleep(10 * time.Millisecond)
 		conns = sess.Connections(rec.Started, until)
 	}
-	var refused []string
-	var list []reply
+	var refused, list []reply
 	for _, c := range conns {
 		if c.Decision == egress.Refused || c.Decision == egress.Denied {
 			if len(refused) < maxReplyConnections {
-				refused = append(refused, c.Target())
+				by := c.DecidedBy
+				if by == "" {
+					by = "nobody" // the program stopped waiting before anyone answered
+				}
+				refused = append(refused, reply{"host": c.Host, "port": c.Port, "reason": c.Reason, "decidedBy": by})
 			}
 			continue
 		}

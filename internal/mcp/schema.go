@@ -91,6 +91,22 @@ var resultSchema = object("The command's result. Output streams share one inline
 			"rule":          typed("string", "The rule that refused it, as configured."),
 			"decision":      schema{"type": "string", "enum": []string{"deny", "denied"}, "description": "deny: a deny rule; denied: a human denied it."},
 		})),
+		"networkRefused": arrayOf("A target with a network allowlist: the connections the command's programs were refused (the first 20), with why: for HTTPS the program itself sees only the proxy's 403.", object("One refused connection.", schema{
+			"host":      typed("string", "The host name or address asked for."),
+			"port":      typed("integer", "The port."),
+			"reason":    typed("string", "Why: the allowlist's refusal, or a human's denial with their own words."),
+			"decidedBy": typed("string", "allowlist (the allowlist or the proxy's own rules), or who denied an ask: dashboard, client, upstream, timeout; nobody when the program stopped waiting first."),
+		})),
+		"connections": arrayOf("A target with a network allowlist: what the command's programs connected to through the proxy (the first 20).", object("One connection.", schema{
+			"host":       typed("string", "The host name or address asked for."),
+			"port":       typed("integer", "The port."),
+			"address":    typed("string", "The address the proxy connected to."),
+			"decision":   schema{"type": "string", "enum": []string{"allowed", "approved"}, "description": "allowed: by the allowlist; approved: by a human."},
+			"bytesUp":    typed("integer", "Bytes sent to the host."),
+			"bytesDown":  typed("integer", "Bytes received from it."),
+			"open":       typed("boolean", "True when still open as the reply was made (a background job's)."),
+			"durationMs": typed("integer", "Once ended: how long it was open, in milliseconds."),
+		})),
 	}, streamFields("stdout"), streamFields("stderr")))
 
 var userCommandSchema = object("A command the human ran in the browser terminal.",
@@ -184,6 +200,7 @@ var replyFields = schema{
 	"program":              typed("string", "With fullScreen: the program that holds the terminal, where tandem can tell."),
 	"lastLine":             typed("string", "command_timeout: the last line the command printed, e.g. the prompt it waits at."),
 	"connection":           typed("string", "approval_pending: the host:port a program of the command waits to reach, which the network allowlist does not list."),
+	"approvalCwd":          typed("string", "approval_pending: the directory the approval is bound to; the same command from another directory asks again."),
 	"auditError":           typed("string", "The call happened but could not be written to the audit log."),
 	"mayHaveRun":           typed("boolean", "node_unavailable: the call reached the session's node before that node stopped answering, so it may have run there."),
 	"approvalId":           typed("string", "The human approval this call needed: approved (the call ran), or approval_pending, approval_denied, approval_timeout."),

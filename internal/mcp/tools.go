@@ -237,7 +237,7 @@ func (s *Server) judgedExec(ctx context.Context, c session.Caller, sess *session
 	act := sessionAction(c, sess, "ssh_exec", command)
 	defer s.askThisClient(ctx, c, sess)()
 	for range maxRejudge {
-		if err := s.authorize(ctx, c, "ssh_exec", sess.Target.Name, act); err != nil {
+		if err := s.authorizeJudged(ctx, c, "ssh_exec", sess.Target.Name, act, sess.Target.JudgeExec != nil); err != nil {
 			return session.Record{}, err
 		}
 		judged := approval.Fingerprint(act)

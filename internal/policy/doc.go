@@ -94,6 +94,21 @@
 //     tar --to-command and -I, rsync -e, ssh -o ProxyCommand, man -P,
 //     sed's e and w commands, vim -c, fd -x, strace -o '|cmd', …).
 //
+// Where every program is judged as it starts (Input.ExecJudged: a
+// sandboxed local session), a line that asks only because its judge cannot
+// see which programs it runs need not ask: source and ., eval, set options
+// that change only what runs (-a, -h, -k, -B, -H, -P and their -o names),
+// assignments to execVars other than PROMPT_COMMAND and PS0–PS4, alias,
+// arithmetic and subscripts on variables, ${!x} and ${x@P}, git config
+// that writes, and a history designator. Whatever such a line runs, it
+// runs as a program that DecideExec judges with the same rules, so it
+// keeps the decision of its words (mode allow) unless some deny, ask or
+// forward command rule names a builtin or keyword (or its command word is
+// a glob that matches one), which no exec enforces (execseen.go). Writes
+// to the files above, the other builtins above, prompt variables, a word
+// naming a variable only known at run time and unparsable lines ask there
+// too. wait's operands are job specs and process ids (%1), never names.
+//
 // A pattern is a command written with shell quoting, whose words are globs
 // matched against the argv words, anchored at both ends: `git status`
 // matches exactly `git status`; a word that is exactly * matches any number

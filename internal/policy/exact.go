@@ -21,11 +21,6 @@ func (c *collector) risky(argv []word, detail string) {
 	c.add(item{argv: argv, why: whyShell, detail: detail, extra: true})
 }
 
-// riskyNode adds an item for a node, shown as written.
-func (c *collector) riskyNode(src string, n syntax.Node, detail string) {
-	c.risky([]word{{s: sourceOf(src, n)}}, detail)
-}
-
 // execVars are variables whose value the shell or a program it starts
 // executes, loads or reads its configuration from. Prefix families are in
 // isExecVar.
@@ -84,9 +79,9 @@ func (c *collector) target(argv []word, w word) {
 	case !w.lit:
 		c.risky(argv, "assigns to a variable whose name is only known when it runs")
 	case isExecVar(w.s):
-		c.risky(argv, "sets "+w.s+", which the shell or a program executes")
+		c.setsVar(argv, w.s)
 	case !isName(w.s) && !isDigits(w.s):
-		c.risky(argv, "names a variable with a subscript, which bash evaluates as code")
+		c.runsOnly(argv, "names a variable with a subscript, which bash evaluates as code")
 	}
 }
 
@@ -96,16 +91,16 @@ func (c *collector) assign(a *syntax.Assign, src string) {
 		return
 	}
 	if isExecVar(a.Name.Value) {
-		c.riskyNode(src, a, "sets "+a.Name.Value+", which the shell or a program executes")
+		c.setsVarNode(src, a, a.Name.Value)
 		return
 	}
 	if a.Index != nil && !arithLiteral(a.Index) {
-		c.riskyNode(src, a, "has a subscript that bash evaluates as code")
+		c.runsOnlyNode(src, a, "has a subscript that bash evaluates as code")
 	}
 	if a.Array != nil {
 		for _, e := range a.Array.Elems {
 			if e.Index != nil && !arithLiteral(e.Index) {
-				c.riskyNode(src, a, "has a subscript that bash evaluates as code")
+				c.runsOnlyNode(src, a, "has a subscript that bash evaluates as code")
 				return
 			}
 		}
@@ -126,7 +121,7 @@ func (c *collector) decl(d *syntax.DeclClause, argv []word, src string) {
 			}
 			if strings.HasPrefix(w.s, "-") || strings.HasPrefix(w.s, "+") {
 				if strings.ContainsAny(w.s[1:], "in") {
-					c.risky(argv, "declares an integer or a reference (-i, -n), whose values bash evaluates as code")
+					c.runsOnly(argv, "declares an integer or a reference (-i, -n), whose values bash evaluates as code")
 				}
 				continue
 			}
@@ -135,11 +130,11 @@ func (c *collector) decl(d *syntax.DeclClause, argv []word, src string) {
 			c.target(argv, word{s: name, pre: name, lit: true})
 			if strings.HasPrefix(val, "(") {
 				// declare 'a=([$(cmd)]=1)' is still a compound assignment.
-				c.risky(argv, "declares an array from a quoted string, whose subscripts bash evaluates as code")
+				c.runsOnly(argv, "declares an array from a quoted string, whose subscripts bash evaluates as code")
 			}
 		case a.Name != nil:
 			if isExecVar(a.Name.Value) {
-				c.risky(argv, "sets "+a.Name.Value+", which the shell or a program executes")
+				c.setsVar(argv, a.Name.Value)
 			}
 			c.assign(a, src)
 		}
@@ -206,18 +201,18 @@ func (c *collector) param(p *syntax.ParamExp, src string) {
 	}
 	switch {
 	case p.Excl && p.Names == 0 && !all:
-		c.riskyNode(src, p, "expands a variable named by another variable's value, which bash evaluates as code")
+		c.runsOnlyNode(src, p, "expands a variable named by another variable's value, which bash evaluates as code")
 	case p.Index != nil && !all && !arithLiteral(p.Index):
-		c.riskyNode(src, p, "has a subscript that bash evaluates as code")
+		c.runsOnlyNode(src, p, "has a subscript that bash evaluates as code")
 	case p.Slice != nil && (!arithLiteral(p.Slice.Offset) || !arithLiteral(p.Slice.Length)):
-		c.riskyNode(src, p, "has an offset that bash evaluates as code")
+		c.runsOnlyNode(src, p, "has an offset that bash evaluates as code")
 	case p.Exp != nil && p.Exp.Op == syntax.OtherParamOps:
 		op := ""
 		if p.Exp.Word != nil {
 			op = p.Exp.Word.Lit()
 		}
 		if len(op) != 1 || !strings.Contains(safeTransforms, op) {
-			c.riskyNode(src, p, "expands a value as a prompt string (@P), which runs the commands in it")
+			c.runsOnlyNode(src, p, "expands a value as a prompt string (@P), which runs the commands in it")
 		}
 	}
 }
@@ -260,7 +255,7 @@ func (c *collector) varTest(u *syntax.UnaryTest, src string) {
 			return
 		}
 	}
-	c.riskyNode(src, u, "tests a variable whose name or subscript bash evaluates as code")
+	c.runsOnlyNode(src, u, "tests a variable whose name or subscript bash evaluates as code")
 }
 
 // isWrite reports whether a redirection writes to its target: >&word
@@ -394,9 +389,9 @@ func (c *collector) redirect(r *syntax.Redirect, src string) {
 		name := strings.TrimSuffix(strings.TrimPrefix(r.N.Value, "{"), "}")
 		switch {
 		case isExecVar(name):
-			c.riskyNode(src, r, "sets "+name+", which the shell or a program executes")
+			c.setsVarNode(src, r, name)
 		case !isName(name):
-			c.riskyNode(src, r, "names a variable with a subscript, which bash evaluates as code")
+			c.runsOnlyNode(src, r, "names a variable with a subscript, which bash evaluates as code")
 		}
 	}
 	if r.Word == nil || !isWrite(r) {
@@ -503,9 +498,29 @@ var safeSetNames = map[string]bool{
 	"noclobber": true, "pipefail": true,
 }
 
+// runsSetLetters are set options that change only which programs later
+// commands run, or how words expand (allexport, notify, hashall, keyword,
+// braceexpand, histexpand, physical), and the same as -o names; exec
+// judging sees what they run. Others (-m, -n, -T, -E, -o vi, posix, …)
+// change how the shell itself runs, traces or reads lines, and ask
+// everywhere.
+const runsSetLetters = "abhkBHP"
+
+var runsSetNames = map[string]bool{
+	"allexport": true, "notify": true, "hashall": true, "keyword": true, "braceexpand": true,
+	"histexpand": true, "physical": true,
+}
+
 // set judges the set builtin: options that change parsing, history
 // expansion, or what runs (-H, -B, -k, -T, -o vi, posix, …) ask.
 func (c *collector) set(argv []word) {
+	const why = "changes a shell option that changes how bash reads or runs later commands"
+	runsOnly := true // every option seen changes only what runs
+	defer func() {
+		if !runsOnly {
+			c.risky(argv, why)
+		}
+	}()
 	for i := 1; i < len(argv); i++ {
 		a := argv[i]
 		if !a.lit {
@@ -514,24 +529,32 @@ func (c *collector) set(argv []word) {
 		}
 		s := a.s
 		if s == "--" || s == "-" || len(s) < 2 || s[0] != '-' && s[0] != '+' {
-			return // positional parameters follow
+			break // positional parameters follow
 		}
 		for j := 1; j < len(s); j++ {
 			if s[j] != 'o' {
-				if !strings.ContainsRune(safeSetLetters, rune(s[j])) {
-					c.risky(argv, "changes a shell option that changes how bash reads or runs later commands")
-					return
+				switch {
+				case strings.ContainsRune(safeSetLetters, rune(s[j])):
+				case strings.ContainsRune(runsSetLetters, rune(s[j])):
+					c.runsOnly(argv, why)
+				default:
+					runsOnly = false
 				}
 				continue
 			}
 			if i+1 >= len(argv) {
-				c.risky(argv, "changes a shell option that changes how bash reads or runs later commands")
-				return
+				runsOnly = false
+				continue
 			}
 			i++
-			if n := argv[i]; !n.lit || !safeSetNames[n.s] {
-				c.risky(argv, "changes a shell option that changes how bash reads or runs later commands")
-				return
+			switch n := argv[i]; {
+			case !n.lit:
+				runsOnly = false
+			case safeSetNames[n.s]:
+			case runsSetNames[n.s]:
+				c.runsOnly(argv, why)
+			default:
+				runsOnly = false
 			}
 		}
 	}
@@ -557,7 +580,11 @@ var shellBuiltins = map[string]string{
 // judged here entirely.
 func (c *collector) builtins(name string, argv []word, depth int) bool {
 	if d, ok := shellBuiltins[name]; ok {
-		c.risky(argv, d)
+		if name == "alias" {
+			c.runsOnly(argv, d) // its value is judged below, and what it runs at exec
+		} else {
+			c.risky(argv, d)
+		}
 		switch name {
 		case "trap":
 			c.trap(argv, depth)
@@ -624,14 +651,14 @@ func (c *collector) builtins(name string, argv []word, depth int) bool {
 	case "test", "[":
 		for _, a := range argv[1:] {
 			if a.lit && (a.s == "-v" || a.s == "-R") {
-				c.risky(argv, "tests a variable whose name or subscript bash evaluates as code")
+				c.runsOnly(argv, "tests a variable whose name or subscript bash evaluates as code")
 				break
 			}
 		}
 	case "let":
 		// let is parsed as a LetClause; reached only through a wrapper
 		// (builtin let …), whose words are not parsed as arithmetic.
-		c.risky(argv, "evaluates its arguments as arithmetic, which can run commands")
+		c.runsOnly(argv, "evaluates its arguments as arithmetic, which can run commands")
 	}
 	return false
 }
@@ -693,6 +720,12 @@ func (c *collector) nameArgs(name string, argv []word) {
 			}
 			break
 		}
+	}
+	if name == "wait" {
+		// wait's operands are process ids and job specs (%1, %+), which
+		// bash reads as such and never as a name or arithmetic; only -p
+		// assigns.
+		return
 	}
 	if name == "getopts" && len(names) > 1 {
 		names = names[1:2]
@@ -832,7 +865,7 @@ func (c *collector) gitConfig(argv []word, from int) {
 		}
 	}
 	if positional >= 2 || positional == 0 {
-		c.risky(argv, "writes git configuration, which can make git run any program")
+		c.runsOnly(argv, "writes git configuration, which can make git run any program")
 	}
 }
 

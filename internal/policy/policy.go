@@ -165,6 +165,14 @@ type Input struct {
 	// HasCommand says Tool is a command tool (ssh_exec, Bash), so Command
 	// is parsed and judged.
 	HasCommand bool
+	// ExecJudged says the session judges every program its shell starts
+	// with these same command rules (DecideExec; a sandboxed local
+	// session). A line that asks only because its judge cannot see which
+	// programs it runs (source, eval, set -a, PATH=…, alias, arithmetic
+	// on variables, git config, a history designator) is then judged as
+	// if it could, where exec judging enforces every rule that could
+	// refuse or hold it: none names a builtin (execseen.go).
+	ExecJudged bool
 }
 
 // Verdict is a decision and why, for the approval flow, the audit log and
@@ -231,9 +239,9 @@ func (p *Policy) Decide(in Input) (v Verdict) {
 	if historyExpands(in.Command) {
 		// Bash expands history before it parses: with history expansion
 		// on, what runs is not what was judged.
-		c.risky([]word{{s: "!"}}, "is a history expansion, which bash may replace with other commands after the line was judged")
+		c.runsOnly([]word{{s: "!"}}, "is a history expansion, which bash may replace with other commands after the line was judged")
 	}
-	return p.judge(in.Tool, c.items)
+	return p.judge(in.Tool, c.items, in.ExecJudged && p.execEnforced(in.Tool))
 }
 
 // baseline is the decision for the tool as a whole: the strictest
@@ -264,15 +272,16 @@ func (p *Policy) failClosed(tool, reason string) Verdict {
 
 // judge combines the items' decisions: the strictest wins, the first on
 // ties. With no simple commands the tool's baseline decides. Messages are
-// built only for the deciding item.
-func (p *Policy) judge(tool string, items []item) Verdict {
+// built only for the deciding item. atExec says exec judging enforces
+// every rule that could refuse or hold what the line runs.
+func (p *Policy) judge(tool string, items []item, atExec bool) Verdict {
 	var m matcher
 	var best finding
 	have := false
 	var cmds [][]string
 	for i := range items {
 		it := &items[i]
-		f, ok := p.judgeItem(it, tool, &m)
+		f, ok := p.judgeItem(it, tool, &m, atExec)
 		if !it.wrapper && !it.extra {
 			cmds = append(cmds, it.visible())
 		}
@@ -314,8 +323,9 @@ const (
 )
 
 // judgeItem decides one item. ok is false for a wrapper that no rule
-// matched, which then has no say.
-func (p *Policy) judgeItem(it *item, tool string, m *matcher) (f finding, ok bool) {
+// matched, which then has no say. atExec lets an item that hides only
+// which programs run keep an allow: exec judging judges those programs.
+func (p *Policy) judgeItem(it *item, tool string, m *matcher, atExec bool) (f finding, ok bool) {
 	var def, maybe *rule
 	for i := range p.rules {
 		r := &p.rules[i]
@@ -358,10 +368,13 @@ func (p *Policy) judgeItem(it *item, tool string, m *matcher) (f finding, ok boo
 	// Failing closed raises Allow and Forward to Ask, and replaces a
 	// mode-made Ask, whose reason would be misleading.
 	weak := f.dec < Ask || (f.dec == Ask && f.how == byMode)
+	seenAtExec := atExec && it.runs && f.dec == Allow
 	switch {
-	case it.why != judgeable && weak:
+	case it.why != judgeable && weak && !seenAtExec:
 		f.dec, f.how, f.rule = Ask, byWhy, nil
-	case maybe != nil && weak:
+	case maybe != nil && weak && !seenAtExec:
+		// (An item seen at exec is a builtin or a marker: a rule that
+		// might match its words names a program, judged where it starts.)
 		f.dec, f.how, f.rule = Ask, byMaybe, maybe
 	}
 	return f, true

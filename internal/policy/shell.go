@@ -65,6 +65,11 @@ type item struct {
 	extra  bool
 	why    why    // why the item cannot be judged statically, if it cannot
 	detail string // more about why, for some reasons
+	// runs marks an item that cannot be judged only because the line's
+	// judge cannot see which programs it runs: where exec judging
+	// enforces every rule that could refuse it, it need not ask
+	// (execseen.go).
+	runs bool
 }
 
 // why is a reason an item cannot be judged statically. Messages are built
@@ -183,28 +188,28 @@ func (c *collector) walk(n syntax.Node, src string, depth int) {
 			c.decl(n, argv, src)
 		case *syntax.ArithmExp:
 			if !arithLiteral(n.X) {
-				c.riskyNode(src, n, "does arithmetic on variables, which bash evaluates as code")
+				c.runsOnlyNode(src, n, "does arithmetic on variables, which bash evaluates as code")
 			}
 		case *syntax.ArithmCmd:
 			if !arithLiteral(n.X) {
-				c.riskyNode(src, n, "does arithmetic on variables, which bash evaluates as code")
+				c.runsOnlyNode(src, n, "does arithmetic on variables, which bash evaluates as code")
 			}
 		case *syntax.LetClause:
 			for _, x := range n.Exprs {
 				if !arithLiteral(x) {
-					c.riskyNode(src, n, "does arithmetic on variables, which bash evaluates as code")
+					c.runsOnlyNode(src, n, "does arithmetic on variables, which bash evaluates as code")
 					break
 				}
 			}
 		case *syntax.CStyleLoop:
 			if !arithLiteral(n.Init) || !arithLiteral(n.Cond) || !arithLiteral(n.Post) {
-				c.riskyNode(src, n, "does arithmetic on variables, which bash evaluates as code")
+				c.runsOnlyNode(src, n, "does arithmetic on variables, which bash evaluates as code")
 			}
 		case *syntax.ParamExp:
 			c.param(n, src)
 		case *syntax.BinaryTest:
 			if isArithTest(n.Op) && (!numericWord(n.X, src) || !numericWord(n.Y, src)) {
-				c.riskyNode(src, n, "compares integers, which bash evaluates as arithmetic code")
+				c.runsOnlyNode(src, n, "compares integers, which bash evaluates as arithmetic code")
 			}
 		case *syntax.UnaryTest:
 			if n.Op == syntax.TsVarSet || n.Op == syntax.TsRefVar {
@@ -296,10 +301,10 @@ func (c *collector) simple(argv, parent []word, depth, wrappers int) {
 		c.git(argv, depth)
 		return
 	case "eval":
-		c.add(item{argv: argv, why: whyEval})
+		c.add(item{argv: argv, why: whyEval, runs: true})
 		return
 	case "source", ".":
-		c.add(item{argv: argv, why: whySource})
+		c.add(item{argv: argv, why: whySource, runs: true})
 		return
 	case "find":
 		c.add(item{argv: argv})

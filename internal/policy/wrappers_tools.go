@@ -12,7 +12,10 @@ import "strings"
 // environment of the command it runs.
 func (c *collector) envVar(argv []word, s string) {
 	name, _, _ := strings.Cut(s, "=")
-	if isExecVar(name) || strings.ContainsAny(name, "%()") {
+	switch {
+	case isExecVar(name):
+		c.setsVar(argv, name)
+	case strings.ContainsAny(name, "%()"):
 		c.risky(argv, "sets "+name+", which the shell or a program executes")
 	}
 }

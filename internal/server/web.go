@@ -106,7 +106,7 @@ func (t webTerminal) Status() web.SessionStatus {
 		if a.Action.SessionID != t.Session.ID {
 			continue
 		}
-		st.Approvals = append(st.Approvals, web.StripAction{ID: a.ID, Tool: a.Action.Tool, Command: a.Action.Command, Rule: a.Rule, Expires: a.Expires})
+		st.Approvals = append(st.Approvals, web.StripAction{ID: a.ID, Tool: a.Action.Tool, Command: a.Action.Command, Rule: a.Rule, Cwd: a.Action.Cwd, Expires: a.Expires})
 		st.Agent, st.Command, st.Since = "waiting_approval", a.Action.Command, a.Created
 	}
 	for _, d := range t.Session.Denied() {

@@ -87,7 +87,7 @@ func (st SessionStatus) Redacted(f func(string) string) SessionStatus {
 	actions := func(in []StripAction) []StripAction {
 		out := append([]StripAction(nil), in...)
 		for i := range out {
-			out[i].Tool, out[i].Command, out[i].Rule = f(out[i].Tool), f(out[i].Command), f(out[i].Rule)
+			out[i].Tool, out[i].Command, out[i].Rule, out[i].Cwd = f(out[i].Tool), f(out[i].Command), f(out[i].Rule), f(out[i].Cwd)
 		}
 		return out
 	}
@@ -126,10 +126,13 @@ type StripCommand struct {
 // StripAction is an action of the agent's that the strip names: one
 // waiting for approval (ID, Expires) or one the policy refused (Rule, At).
 type StripAction struct {
-	ID      string    `json:"id,omitempty"`
-	Tool    string    `json:"tool"`
-	Command string    `json:"command,omitempty"`
-	Rule    string    `json:"rule,omitempty"`
+	ID      string `json:"id,omitempty"`
+	Tool    string `json:"tool"`
+	Command string `json:"command,omitempty"`
+	Rule    string `json:"rule,omitempty"`
+	// Cwd is the directory a command's approval is bound to: the same
+	// command from another directory asks again.
+	Cwd     string    `json:"cwd,omitempty"`
 	Expires time.Time `json:"expires,omitzero"`
 	At      time.Time `json:"at,omitzero"`
 }

@@ -374,6 +374,14 @@
       const li = node('li', 'strip-approval');
       li.dataset.id = str(a.id);
       li.append(node('span', 'label', 'Waiting for approval: '), node('code', '', str(a.command) || str(a.tool)));
+      if (a.cwd) {
+        // An approval is bound to its directory: the same command from
+        // another one asks again.
+        const cwd = node('span', 'cwd', ' in ');
+        cwd.title = 'An approval holds in this directory only';
+        cwd.append(node('code', '', str(a.cwd)));
+        li.append(cwd);
+      }
       if (a.rule) {
         li.append(node('span', 'rule', ' (' + str(a.rule) + ')'));
       }
