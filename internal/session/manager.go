@@ -189,6 +189,7 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 		OnCommand: func(r shell.Record) { m.commandDone(s, r) }, Spool: m.opts.Spool,
 		// A human's running command can be read back, and named when busy.
 		OnStart: func(r shell.Record) { s.keep(r, false); s.markCommand(r, false) },
+		OnTouch: s.touched,
 		Redact:  t.Redact, RedactViewers: t.RedactViewers,
 	}
 	if k, sp := t.RawKey, m.opts.Spool; k != nil && sp != nil {

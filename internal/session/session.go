@@ -125,6 +125,7 @@ type Session struct {
 	denied      []Denial
 	egressClose func()
 	conns       []egress.Conn // the egress proxy's reports, oldest first
+	touches     []Touch       // viewers' keys in the agent's commands, not yet told (touches.go)
 }
 
 // MaxKeptCommands is how many of a session's latest commands can be read
