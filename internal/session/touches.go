@@ -13,31 +13,24 @@ import (
 // session takes them, once (TakeTouches), like the gate's commands.
 
 // Touch is what one viewer did to one of the agent's commands since the
-// agent was last told: the keys typed into it, and the interrupt key
-// pressed, if any.
+// agent was last told: how many keys they typed into it, and the interrupt
+// key they pressed, if any. It never holds the keys (see shell.Touch).
 type Touch struct {
 	CommandID string
 	Command   string
 	Viewer    string
-	// Keys counts the bytes typed (a key such as an arrow sends several).
-	Keys int
+	// Keys counts the bytes typed (a key such as an arrow sends several);
+	// Enters the line ends among them.
+	Keys, Enters int
 	// Masked: some of the keys were typed where the terminal hid them (a
-	// password prompt), or tandem could not tell: Input holds none of
-	// the keys then, only Keys counts them.
+	// password prompt), or tandem could not tell.
 	Masked bool
-	// Input is the keys as typed, where the terminal echoed every one,
-	// at most MaxTouchInput bytes of them; InputTruncated says it was cut.
-	Input          string
-	InputTruncated bool
 	// Interrupt is the last interrupt key pressed: "Ctrl-C", "Ctrl-Z" or
 	// "Ctrl-\\"; "" if none was.
 	Interrupt string
 	// At is when the first key came, Last when the latest did.
 	At, Last time.Time
 }
-
-// MaxTouchInput bounds the keys a Touch keeps as typed.
-const MaxTouchInput = 256
 
 // maxTouches bounds the touches a session holds for its agent: past it,
 // the oldest go (a viewer typing into many of the agent's commands while
@@ -71,21 +64,11 @@ func mergeTouch(ts []Touch, t shell.Touch) []Touch {
 		e = &ts[len(ts)-1]
 	}
 	e.Keys += t.Keys
+	e.Enters += t.Enters
+	e.Masked = e.Masked || t.Masked
 	e.Last = t.At
 	if t.Interrupt != "" {
 		e.Interrupt = t.Interrupt
-	}
-	switch {
-	case e.Masked:
-	case t.Masked:
-		// Not a key of what was typed may show: the visible keys around a
-		// hidden one tell its length and place.
-		e.Masked, e.Input, e.InputTruncated = true, "", false
-	case len(e.Input)+len(t.Input) > MaxTouchInput:
-		e.Input += string(t.Input[:MaxTouchInput-len(e.Input)])
-		e.InputTruncated = true
-	default:
-		e.Input += string(t.Input)
 	}
 	return ts
 }

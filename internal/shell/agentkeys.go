@@ -411,7 +411,7 @@ func (s *Shell) releaseAhead() {
 				a.humanKeys, a.humanLineEnd = true, b[len(b)-1] == '\r' || b[len(b)-1] == '\n'
 				a.humanSeq++
 				for _, h := range held {
-					s.touched(a, h.viewer, h.p, h.echoed, lastInterrupt(h.p), now)
+					s.touched(a, h.viewer, h.p, h.enters, h.echoed, lastInterrupt(h.p), now)
 				}
 			}
 			s.mu.Unlock()

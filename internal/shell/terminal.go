@@ -279,7 +279,7 @@ func (s *Shell) Input(ctx context.Context, p []byte) error {
 	if a := s.agent; a != nil && a.phase >= phaseAccepted && ks.intr != "" {
 		a.rec.Interrupt = &Interrupt{By: "human", Key: ks.intr, Viewer: viewer}
 	}
-	s.touched(s.agent, viewer, p, echoed, ks.intr, now)
+	s.touched(s.agent, viewer, p, ks.enters, echoed, ks.intr, now)
 	if a := s.agent; a != nil && a.phase == phaseAccepted && (len(a.later) > 0 || ks.intr != "") {
 		// An interrupt key for the agent's command waits until a program
 		// of it holds the terminal (see stage and releaseLater), and what

@@ -10,9 +10,11 @@ import (
 // happen, and its call may have returned long before. Each piece of viewer
 // input that reaches the terminal while the agent's command runs is told
 // to Options.OnTouch as a Touch, so the layers above can tell the agent on
-// its next reply. The keys themselves go only where the terminal echoed
-// them; keys typed at a prompt that hides them (a password) are counted,
-// never passed on.
+// its next reply. A Touch counts the keys and never holds them: whether a
+// terminal hides what is typed is not always known (a prompt in raw mode
+// that does not echo looks like an editor), and a human's password must
+// not reach the agent. Masked says where the terminal was seen to hide
+// them.
 
 // Touch is one piece of a viewer's input that reached the agent's running
 // command: keys typed into it, an interrupt key, or both.
@@ -25,11 +27,11 @@ type Touch struct {
 	// Keys is how many bytes the viewer sent (a key such as an arrow
 	// sends several), bracketed-paste markers not counted.
 	Keys int
+	// Enters counts the line ends among them, outside pastes.
+	Enters int
 	// Masked: the terminal did not echo the keys (a password prompt), or
-	// tandem could not tell; Input is then empty.
+	// tandem could not tell.
 	Masked bool
-	// Input is the keys as sent, where the terminal echoed them.
-	Input []byte
 	// Interrupt is the last interrupt key in the input, if any: "Ctrl-C",
 	// "Ctrl-Z" or "Ctrl-\\".
 	Interrupt string
@@ -41,16 +43,13 @@ type Touch struct {
 // command a; s.mu is held. Input after the command's end (its drain has
 // begun) goes to the shell's prompt, not to the command, and is not a
 // touch.
-func (s *Shell) touched(a *agentRun, viewer string, p []byte, echoed bool, intr string, at time.Time) {
+func (s *Shell) touched(a *agentRun, viewer string, p []byte, enters int, echoed bool, intr string, at time.Time) {
 	if s.opts.OnTouch == nil || a == nil || a.inputClosed || a.phase != phaseAccepted || len(p) == 0 {
 		return
 	}
 	n := len(p) - bytes.Count(p, pasteStart)*len(pasteStart) - bytes.Count(p, pasteEnd)*len(pasteEnd)
-	t := Touch{CommandID: a.rec.ID, Command: a.rec.Command, Viewer: viewer, Keys: max(n, 0), Masked: !echoed, Interrupt: intr, At: at}
-	if echoed {
-		t.Input = bytes.Clone(p)
-	}
-	s.opts.OnTouch(t)
+	s.opts.OnTouch(Touch{CommandID: a.rec.ID, Command: a.rec.Command, Viewer: viewer, Keys: max(n, 0), Enters: enters,
+		Masked: !echoed, Interrupt: intr, At: at})
 }
 
 // lastInterrupt names the last interrupt key in p, or "".
