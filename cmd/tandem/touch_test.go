@@ -122,6 +122,22 @@ func TestHumanTouchReachesAgent(t *testing.T) {
 				t.Errorf("read-back of the interrupted command: %v", back)
 			}
 
+			// The human interrupts the agent's command and ends the shell:
+			// the session_ended reply still tells it.
+			r = wantError(t, exec("sleep 30", 1), "command_timeout")
+			last := str(r["commandId"])
+			if err := chromedp.Do(ctx, chromedp.Focus(chromedp.CSS(".xterm-helper-textarea")),
+				chromedp.KeyEvent("c", chromedp.KeyModifiers(chromedp.ModifierCtrl))); err != nil {
+				t.Fatal(err)
+			}
+			waitScreen(t, ctx, func(s string) bool { return promptAfter(s, "^C") })
+			typeKeys(t, ctx, "exit\r")
+			waitPage(t, ctx, `document.getElementById('status').dataset.state`, "ended")
+			r = wantError(t, exec("true", 10), "session_ended")
+			if touch := oneTouch(t, r, last); touch["interruptKey"] != "Ctrl-C" || touch["exitCode"] != 130.0 {
+				t.Errorf("the Ctrl-C before the end: %v", touch)
+			}
+
 			audit, err := tandemCLI(t, "audit", "tail", "--data-dir", srv.dataDir, "--json", "-n", "1000")
 			if err != nil {
 				t.Fatalf("audit tail: %v\n%s", err, audit)
@@ -135,8 +151,8 @@ func TestHumanTouchReachesAgent(t *testing.T) {
 					}
 				}
 			}
-			if touched != 4 || !strings.Contains(audit, deploy) || !strings.Contains(audit, sleep) {
-				t.Errorf("the audit has %d command_touched records, want 4:\n%s", touched, lastN(audit, 4000))
+			if touched != 5 || !strings.Contains(audit, deploy) || !strings.Contains(audit, sleep) || !strings.Contains(audit, last) {
+				t.Errorf("the audit has %d command_touched records, want 5:\n%s", touched, lastN(audit, 4000))
 			}
 		})
 	}

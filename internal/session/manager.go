@@ -44,6 +44,10 @@ type EndedError struct {
 	// Gate holds the human's commands the agent had not been told of
 	// when the session ended, once: the last of them may have ended it.
 	Gate *GateError
+	// Session is the ended session, when it ended in this process: what
+	// viewers did to the agent's commands before the end is still to be
+	// told (TakeTouches).
+	Session *Session
 }
 
 func (e *EndedError) Error() string {

@@ -301,7 +301,7 @@ func (s *Session) keepText(text []byte) string {
 func (s *Session) endedError() *EndedError {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := &EndedError{Name: s.Name, Reason: s.endReason, At: s.endedAt}
+	e := &EndedError{Name: s.Name, Reason: s.endReason, At: s.endedAt, Session: s}
 	if g, ok := s.tripLocked(true).(*GateError); ok {
 		e.Gate = g
 	}
