@@ -40,7 +40,10 @@ func TestHumanTouchReachesAgent(t *testing.T) {
 				t.Fatal(err)
 			}
 			atPrompt := func(prompt string) func(string) bool {
-				return func(s string) bool { return strings.HasSuffix(strings.TrimRight(s, " \n"), prompt) }
+				// The prompt follows the command line's echo, and may wrap.
+				return func(s string) bool {
+					return strings.HasSuffix(strings.TrimRight(strings.ReplaceAll(s, "\n", ""), " "), prompt)
+				}
 			}
 
 			// After the call: the human answers the agent's prompt.
@@ -104,7 +107,7 @@ func TestHumanTouchReachesAgent(t *testing.T) {
 			// Ctrl-C after the call returned.
 			r = wantError(t, exec("sleep 30", 1), "command_timeout")
 			sleep := str(r["commandId"])
-			waitScreen(t, ctx, func(s string) bool { return strings.HasSuffix(strings.TrimRight(s, " \n"), "sleep 30") })
+			waitScreen(t, ctx, atPrompt("sleep 30"))
 			if err := chromedp.Do(ctx, chromedp.Focus(chromedp.CSS(".xterm-helper-textarea")),
 				chromedp.KeyEvent("c", chromedp.KeyModifiers(chromedp.ModifierCtrl))); err != nil {
 				t.Fatal(err)
