@@ -12,7 +12,7 @@ import (
 )
 
 // touchedHint is the one sentence that explains agentCommandTouched.
-const touchedHint = "A human in the browser terminal typed into or interrupted a command of yours since your last reply: agentCommandTouched lists each (keys and enters count what they typed, interruptKey is the key that interrupted it); read what the command did with ssh_read_output and its commandId."
+const touchedHint = "A human in the browser terminal typed into a command of yours while it ran, or interrupted it, since your last reply: agentCommandTouched lists each (keys and enters count what they typed, which the command read unless it left it to the shell's next prompt, where userCommands reports what it ran; interruptKey is the key that interrupted it); read what the command did with ssh_read_output and its commandId."
 
 // touchedCommandBytes bounds a touched command's text in a reply.
 const touchedCommandBytes = 200
@@ -134,7 +134,7 @@ var touchSchema = object("What one viewer did to one of your commands.", schema{
 	"commandBytes":     typed("integer", "When commandTruncated: the command line's whole size."),
 	"by":               schema{"type": "string", "enum": []string{"human"}, "description": "Who: a human at a viewer."},
 	"viewer":           typed("string", "Which viewer (a browser signed in as the operator, an admitted browser, tandem attach)."),
-	"keys":             typed("integer", "How many bytes they typed into the command (a key such as an arrow sends several); the keys themselves are never in a reply."),
+	"keys":             typed("integer", "How many bytes they typed while the command ran (a key such as an arrow sends several): the command read them, or, what it left unread, the shell's next prompt did (then userCommands reports it). The keys themselves are never in a reply."),
 	"enters":           typed("integer", "How many of them were Enter: lines they submitted, an answer at a prompt."),
 	"masked":           typed("boolean", "True when the terminal hid some of the keys (a password prompt) or tandem could not tell."),
 	"interruptedBy":    schema{"type": "string", "enum": []string{"human"}, "description": "Present when they pressed an interrupt key on it."},
