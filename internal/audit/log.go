@@ -45,6 +45,10 @@ const (
 	// EventTypingLink is a typing link the operator made for a session:
 	// whoever opens it may type there.
 	EventTypingLink = "typing_link"
+	// EventCommandTouched is a human's keys or interrupt key in the
+	// agent's running command, recorded when the agent is told of it;
+	// Args hold the command's id, the key count and the interrupt key.
+	EventCommandTouched = "command_touched"
 )
 
 // OutcomeOK is the Outcome of a call that succeeded.

@@ -128,6 +128,7 @@ func (s *Server) readOutput(ctx context.Context, c session.Caller, a readOutputA
 		r["exitCode"] = exitCode(rec)
 		r["durationMs"] = rec.Duration.Milliseconds()
 	}
+	interruptFields(r, rec)
 	if a.Grep == "" {
 		if a.Context != nil {
 			return nil, invalidArg("context", "applies to grep: pass grep too, or leave context out")

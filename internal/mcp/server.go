@@ -241,6 +241,10 @@ type call struct {
 	// redact is the redactor of the session the call touched, for
 	// everything its reply carries (redactReply); nil: none.
 	redact *redact.Redactor
+	// sess is the session the call named, once its caller and token
+	// checked out: its reply tells what viewers did to the agent's
+	// commands (addTouches).
+	sess *session.Session
 }
 
 // timeouter is implemented by arguments that carry their own timeout.
@@ -291,6 +295,7 @@ func noteSession(ctx context.Context, sess *session.Session) {
 	c := callFrom(ctx)
 	c.sessionID, c.session, c.target, c.workspace = sess.ID, sess.Name, sess.Target.Name, sess.Target.Workspace
 	c.redact = sess.Target.Redact
+	c.sess = sess
 }
 
 // redactText is t with the secrets of the session the call touched
@@ -324,6 +329,7 @@ func handler[A any](s *Server, name string, run func(ctx context.Context, c sess
 				s.log.Error("tool panicked", "tool", name, "panic", p, "stack", string(debug.Stack()))
 				r = fail(codeInternal, "tandem hit an internal error running "+name+"; nothing else was affected. Please report this.", nil).reply()
 			}
+			s.addTouches(ctx, c, info, r)
 			s.audit(ctx, c, name, info, r, start)
 			r = redactReply(info.redact, r)
 			res, err = result(r), nil
@@ -506,6 +512,11 @@ func (s *Server) register() {
 				"encoding":   schema{"type": "string", "enum": []string{"base64"}, "description": "Present when data is the exact bytes in base64: asked for, or mostly binary (a NUL byte, or more than a quarter of them neither UTF-8 nor text control characters)."},
 				"lossy":      typed("boolean", "Present (true) when bytes of data that are not UTF-8 were replaced by U+FFFD, one per byte; encoding \"base64\" returns them exactly."),
 				"durationMs": typed("integer", "How long the command ran, once it has ended."),
+				"interruptedBy": schema{"type": "string", "enum": []string{"human", "agent"},
+					"description": "Present when the command was interrupted: \"human\" (a key typed in the terminal) or \"agent\" (ssh_cancel, or a cancelled call)."},
+				"interruptKey":    typed("string", "The key that interrupted it: Ctrl-C, Ctrl-Z or Ctrl-\\."),
+				"interruptSignal": schema{"type": "string", "enum": []string{"SIGTERM", "SIGKILL"}, "description": "When Ctrl-C was not enough: the signal that ended it."},
+				"interruptViewer": typed("string", "Who pressed the key, when a human did."),
 				"matches": arrayOf("With grep: the matching lines and their context lines, in order, each line once.", object("One line.", schema{
 					"line":        typed("integer", "Its line number, from 1 at the start of the stream."),
 					"offset":      typed("integer", "The byte offset where it starts."),

@@ -141,6 +141,9 @@ func (s *Server) lookup(ctx context.Context, c session.Caller, a sessionArgs) (*
 		return nil, invalidToken(a.SessionName)
 	}
 	sess, err := s.deps.Sessions.Lookup(c, a.SessionName, a.SessionToken)
+	if ended := (*session.EndedError)(nil); errors.As(err, &ended) && ended.Session != nil {
+		noteSession(ctx, ended.Session) // its reply tells what the human did before the end
+	}
 	if err != nil {
 		return nil, err
 	}

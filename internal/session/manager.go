@@ -44,6 +44,10 @@ type EndedError struct {
 	// Gate holds the human's commands the agent had not been told of
 	// when the session ended, once: the last of them may have ended it.
 	Gate *GateError
+	// Session is the ended session, when it ended in this process: what
+	// viewers did to the agent's commands before the end is still to be
+	// told (TakeTouches).
+	Session *Session
 }
 
 func (e *EndedError) Error() string {
@@ -189,6 +193,7 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 		OnCommand: func(r shell.Record) { m.commandDone(s, r) }, Spool: m.opts.Spool,
 		// A human's running command can be read back, and named when busy.
 		OnStart: func(r shell.Record) { s.keep(r, false); s.markCommand(r, false) },
+		OnTouch: s.touched,
 		Redact:  t.Redact, RedactViewers: t.RedactViewers,
 	}
 	if k, sp := t.RawKey, m.opts.Spool; k != nil && sp != nil {

@@ -125,6 +125,7 @@ type Session struct {
 	denied      []Denial
 	egressClose func()
 	conns       []egress.Conn // the egress proxy's reports, oldest first
+	touches     []Touch       // viewers' keys in the agent's commands, not yet told (touches.go)
 }
 
 // MaxKeptCommands is how many of a session's latest commands can be read
@@ -300,7 +301,7 @@ func (s *Session) keepText(text []byte) string {
 func (s *Session) endedError() *EndedError {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := &EndedError{Name: s.Name, Reason: s.endReason, At: s.endedAt}
+	e := &EndedError{Name: s.Name, Reason: s.endReason, At: s.endedAt, Session: s}
 	if g, ok := s.tripLocked(true).(*GateError); ok {
 		e.Gate = g
 	}

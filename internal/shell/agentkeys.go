@@ -177,7 +177,7 @@ func (s *Shell) awaitHumanRead(ctx context.Context, a *agentRun) error {
 // terminal acts on goes now, as it would empty the queue anyway (and with
 // it, what was held before it); what follows it is held. It returns what
 // Input is still to send, and whether anything is; s.mu is held.
-func (s *Shell) holdAhead(p []byte, viewer string, ks keyScan) ([]byte, keyScan, bool) {
+func (s *Shell) holdAhead(p []byte, viewer string, echoed bool, ks keyScan) ([]byte, keyScan, bool) {
 	if !s.src.agentKeys && !s.src.releasing {
 		return p, ks, true
 	}
@@ -186,13 +186,13 @@ func (s *Shell) holdAhead(p []byte, viewer string, ks keyScan) ([]byte, keyScan,
 		i = bytes.LastIndexAny(p, string(s.signalKeys()))
 	}
 	if i < 0 {
-		s.src.aheadHeld = append(s.src.aheadHeld, heldInput{p: bytes.Clone(p), viewer: viewer, enters: ks.enters})
+		s.src.aheadHeld = append(s.src.aheadHeld, heldInput{p: bytes.Clone(p), viewer: viewer, enters: ks.enters, echoed: echoed})
 		s.watchAgentRead()
 		return nil, ks, false
 	}
 	s.src.aheadHeld = nil // what the key empties from the queue
 	if rest := p[i+1:]; len(rest) > 0 {
-		s.src.aheadHeld = append(s.src.aheadHeld, heldInput{p: bytes.Clone(rest), viewer: viewer, enters: countEnters(rest)})
+		s.src.aheadHeld = append(s.src.aheadHeld, heldInput{p: bytes.Clone(rest), viewer: viewer, enters: countEnters(rest), echoed: echoed})
 	}
 	ks.enters = countEnters(p[:i+1])
 	return p[:i+1], ks, true
@@ -410,6 +410,9 @@ func (s *Shell) releaseAhead() {
 			if a := s.agent; a != nil && a.phase == phaseAccepted {
 				a.humanKeys, a.humanLineEnd = true, b[len(b)-1] == '\r' || b[len(b)-1] == '\n'
 				a.humanSeq++
+				for _, h := range held {
+					s.touched(a, h.viewer, h.p, h.enters, h.echoed, lastInterrupt(h.p), now)
+				}
 			}
 			s.mu.Unlock()
 			if _, err := s.conn.Write(b); err != nil {

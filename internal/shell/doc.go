@@ -29,7 +29,9 @@
 //
 // Keys the agent sends to its running command (SendInput) that it leaves
 // unread are discarded before bash reads its next line, and the human's
-// keys never share the terminal's queue with them: see agentkeys.go.
+// keys never share the terminal's queue with them: see agentkeys.go. A
+// viewer's keys that reach the agent's running command are told to
+// Options.OnTouch, counted, never passed on: see touch.go.
 //
 // Because fds 1 and 2 move when the line is staged, every shape of line is
 // captured, a leading subshell included, and the result (status, cwd) comes

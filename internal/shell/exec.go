@@ -434,6 +434,7 @@ func (s *Shell) stage(ctx context.Context, a *agentRun, limit time.Duration) err
 			// Sent right after the line: it interrupts the agent's command.
 			a.rec.Interrupt = &Interrupt{By: "human", Key: h.intr, Viewer: h.viewer}
 		}
+		s.touched(a, h.viewer, h.p, h.enters, h.echoed, h.intr, a.rec.Started)
 	}
 	held := s.takeHeld()
 	if len(held) > 0 {

@@ -44,6 +44,9 @@ type Options struct {
 	// human's or the agent's, with its record as it stands (its output
 	// keeps filling). Same rules.
 	OnStart func(Record)
+	// OnTouch, if set, is told of every piece of a viewer's input that
+	// reaches the agent's running command (see Touch). Same rules.
+	OnTouch func(Touch)
 	// Spool captures command output with bounded memory. Nil keeps all
 	// output in memory, which only tests should do.
 	Spool *spool.Dir

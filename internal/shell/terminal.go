@@ -258,7 +258,7 @@ func (s *Shell) Input(ctx context.Context, p []byte) error {
 	s.inputAt = now
 	ks := s.keys.scan(p)
 	var send bool
-	if p, ks, send = s.holdAhead(p, viewer, ks); !send {
+	if p, ks, send = s.holdAhead(p, viewer, echoed, ks); !send {
 		s.mu.Unlock()
 		return nil // sent once the agent's unread keys are gone
 	}
@@ -282,6 +282,7 @@ func (s *Shell) Input(ctx context.Context, p []byte) error {
 	if a := s.agent; a != nil && a.phase >= phaseAccepted && ks.intr != "" {
 		a.rec.Interrupt = &Interrupt{By: "human", Key: ks.intr, Viewer: viewer}
 	}
+	s.touched(s.agent, viewer, p, ks.enters, echoed, ks.intr, now)
 	if a := s.agent; a != nil && a.phase == phaseAccepted && (len(a.later) > 0 || ks.intr != "") {
 		// An interrupt key for the agent's command waits until a program
 		// of it holds the terminal (see stage and releaseLater), and what
@@ -295,7 +296,7 @@ func (s *Shell) Input(ctx context.Context, p []byte) error {
 		return nil
 	}
 	if a := s.agent; a != nil && a.phase < phaseAccepted {
-		s.held = append(s.held, heldInput{p: bytes.Clone(p), viewer: viewer, enters: ks.enters, intr: ks.intr})
+		s.held = append(s.held, heldInput{p: bytes.Clone(p), viewer: viewer, enters: ks.enters, intr: ks.intr, echoed: echoed})
 		s.mu.Unlock()
 		return nil
 	}
@@ -313,6 +314,7 @@ type heldInput struct {
 	viewer string
 	enters int
 	intr   string // the last interrupt key in p
+	echoed bool   // the terminal echoed it when it was typed
 }
 
 // staleCredits is how long an Enter may wait unused while the shell shows
