@@ -375,7 +375,14 @@ func persist(f *spool.File) (string, error) {
 	if f.Size() == 0 {
 		return "", nil
 	}
-	return f.Persist()
+	path, err := f.Persist()
+	if errors.Is(err, spool.ErrRemoved) {
+		// Removed before its row was written, to keep the session's
+		// outputs within limits.keptOutputBytes: the row keeps its byte
+		// counts and no path.
+		return "", nil
+	}
+	return path, err
 }
 
 // Ended implements session.Journal: the token hash is compared in

@@ -2,7 +2,9 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"runtime/debug"
@@ -116,6 +118,9 @@ func (o *outputs) read(c session.Caller, rawURI string) (*mcp.ReadResourceResult
 		return nil, mcp.ResourceNotFoundError(rawURI)
 	}
 	f, err := os.Open(st.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("output removed: %s was deleted to keep its session's outputs within limits.keptOutputBytes on disk (the oldest go first); read outputs soon after a reply names them", base)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read output: %w", err)
 	}

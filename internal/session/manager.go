@@ -65,6 +65,10 @@ type Options struct {
 	OnEnd func(s *Session, reason string)
 	// Spool captures command output; nil keeps it in memory (tests only).
 	Spool *spool.Dir
+	// KeptOutputBytes bounds the disk one session's finished commands
+	// take (their outputs, and the index of older ones): past it the
+	// oldest are removed (history.go); zero means DefaultKeptOutputBytes.
+	KeptOutputBytes int64
 	// RecordingsDir, if set, receives one asciicast v2 file per session.
 	RecordingsDir string
 	// Journal, if set, keeps the session directory, command history and
@@ -139,6 +143,9 @@ func NewManager(opts *Options) *Manager {
 	if m.opts.MaxLifetime <= 0 {
 		m.opts.MaxLifetime = 12 * time.Hour
 	}
+	if m.opts.KeptOutputBytes <= 0 {
+		m.opts.KeptOutputBytes = DefaultKeptOutputBytes
+	}
 	m.log = m.opts.Logger
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
@@ -182,7 +189,7 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 	s := &Session{
 		ID: newID(), Name: name, Target: t, CreatedAt: now, caller: c,
 		tokenHash: hashToken(tok), monitorKey: mk, lastActivity: now, spool: m.opts.Spool,
-		requestCh: make(chan struct{}), notify: m.changed,
+		requestCh: make(chan struct{}), notify: m.changed, keptBytes: m.opts.KeptOutputBytes,
 	}
 	so := &shell.Options{
 		Logger: m.log.With("session", name), Cols: m.opts.Cols, Rows: m.opts.Rows,
