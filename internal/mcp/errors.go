@@ -202,7 +202,7 @@ func programName(p string) string {
 func busyFailure(busy *session.BusyError) *failure {
 	f := reply{"reason": busy.Kind}
 	if busy.Command != "" {
-		f["runningCommand"] = busy.Command
+		clipRunning(f, busy.Command)
 	}
 	if busy.CommandID != "" {
 		f["runningCommandId"] = busy.CommandID

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -254,4 +255,16 @@ func truncated(cmds []any) int {
 		}
 	}
 	return n
+}
+
+// clipRunning puts the command that holds the shell in a session_busy
+// reply, cut to a whole gate entry's size: a pasted block can be a
+// megabyte, and ssh_read_output reads it whole (stream "command").
+func clipRunning(f reply, cmd string) {
+	if len(cmd) <= gateCommandBytes {
+		f["runningCommand"] = cmd
+		return
+	}
+	f["runningCommand"] = strings.ToValidUTF8(cmd[:gateCommandBytes], "")
+	f["runningCommandTruncated"] = true
 }

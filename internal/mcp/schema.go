@@ -163,7 +163,7 @@ var replyFields = schema{
 	"running":              typed("boolean", "command_timeout: the command is still running."),
 	"commandId":            typed("string", "The command this reply is about; pass it to ssh_read_output."),
 	"partial":              resultSchema,
-	"runningCommand":       typed("string", "session_busy: the command that holds the shell."),
+	"runningCommand":       typed("string", "session_busy: the command that holds the shell (cut to 4 KiB: runningCommandTruncated)."),
 	"runningSince":         typed("string", "session_busy: when it started (RFC 3339)."),
 	"runningCommandId":     typed("string", "session_busy: the id of the running command, the human's or yours; ssh_read_output reads its output so far."),
 	"runningForMs":         typed("integer", "session_busy: how long it has run, in milliseconds."),
@@ -196,6 +196,8 @@ var replyFields = schema{
 		"stdoutBytes": typed("integer", "How much stdout they printed."),
 		"stderrBytes": typed("integer", "How much stderr they printed."),
 	}, streamFields("stdout"), streamFields("stderr"))),
+
+	"runningCommandTruncated": typed("boolean", "session_busy: runningCommand was cut; ssh_read_output {commandId: runningCommandId, stream: \"command\"} reads it whole."),
 }
 
 // outputSchema is the schema of one tool's replies: the common fields and
