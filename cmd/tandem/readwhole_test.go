@@ -1,12 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tandem-sh/tandem/internal/store"
+	"github.com/tandem-sh/tandem/internal/store/sqlite"
 )
 
 // TestPastedCommandReadWhole: a human pastes a block of 300 lines (11 KiB)
@@ -157,5 +163,41 @@ func TestKeptOutputBound(t *testing.T) {
 	}
 	if last := mustOK(t, read(ids[3])); last["data"] != "dddddddddd" {
 		t.Errorf("the latest output reads back as %v", last)
+	}
+	uri := str(res["stdoutResource"].(map[string]any)["uri"])
+	if _, err := s.srv.cs.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: uri + "?page=0"}); err == nil || !strings.Contains(err.Error(), "limits.keptOutputBytes") {
+		t.Errorf("reading the removed output's resource: %v", err)
+	}
+
+	// The history the store keeps agrees: the removed output's row keeps
+	// its size and names no file; the latest names its file.
+	mustOK(t, s.srv.call(t, "ssh_disconnect", map[string]any{"sessionName": s.name, "sessionToken": s.tok}))
+	_ = s.srv.cs.Close()
+	st, err := sqlite.Open(context.Background(), s.srv.dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var sid string
+	for _, r := range auditRecords(t, s.srv.dataDir) {
+		if r.Event == "session_start" {
+			sid = r.SessionID
+		}
+	}
+	rows, err := st.Commands(context.Background(), sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]store.CommandRow{}
+	for _, r := range rows {
+		byID[r.ID] = r
+	}
+	if r := byID[str(flood["commandId"])]; r.StdoutBytes != limit/2 || r.StdoutPath != "" {
+		t.Errorf("the flood's row: %d bytes at %q", r.StdoutBytes, r.StdoutPath)
+	}
+	if r := byID[ids[3]]; r.StdoutPath == "" {
+		t.Errorf("the latest row names no file: %+v", r)
+	} else if fi, err := os.Stat(r.StdoutPath); err != nil || fi.Size() != 1500000 {
+		t.Errorf("the latest output's file: %v %v", fi, err)
 	}
 }

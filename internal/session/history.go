@@ -76,6 +76,9 @@ type history struct {
 	err     error    // the index's first failure
 	held    []string // stored commands whose streams are not all on disk yet
 	heldMax int      // when to look at held again
+	// removed, if set, is told which commands' files a trim deleted
+	// (the journal clears their rows' paths).
+	removed func(ids []string)
 }
 
 // record is a command as its index line keeps it.
@@ -152,6 +155,7 @@ func (h *history) trim() {
 	if h.limit <= 0 {
 		return
 	}
+	var gone []string
 	for h.first < len(h.order)-1 && h.bytes > h.limit {
 		id := h.order[h.first]
 		e := h.entries[id]
@@ -159,8 +163,12 @@ func (h *history) trim() {
 			break // a running command; what follows is newer
 		}
 		h.remove(id, e)
+		gone = append(gone, id)
 		h.order[h.first] = ""
 		h.first++
+	}
+	if len(gone) > 0 && h.removed != nil {
+		h.removed(gone)
 	}
 	if h.first > 64 && h.first > len(h.order)/2 {
 		h.order, h.first = append([]string(nil), h.order[h.first:]...), 0

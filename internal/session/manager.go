@@ -92,6 +92,11 @@ type Journal interface {
 	// Replay finds the recording of an ended session, of this process or
 	// an earlier one, by the hash of its monitoring key.
 	Replay(ctx context.Context, keyHash [32]byte) (name, path string, ok bool)
+	// OutputsRemoved records that the spool files of these commands were
+	// deleted to keep the session within KeptOutputBytes (history.go).
+	// Like CommandDone it is called with the shell's lock held, after the
+	// CommandDone of each, and must not block.
+	OutputsRemoved(s *Session, commandIDs []string)
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -190,6 +195,9 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 		ID: newID(), Name: name, Target: t, CreatedAt: now, caller: c,
 		tokenHash: hashToken(tok), monitorKey: mk, lastActivity: now, spool: m.opts.Spool,
 		requestCh: make(chan struct{}), notify: m.changed, keptBytes: m.opts.KeptOutputBytes,
+	}
+	if j := m.opts.Journal; j != nil {
+		s.hist.removed = func(ids []string) { j.OutputsRemoved(s, ids) }
 	}
 	so := &shell.Options{
 		Logger: m.log.With("session", name), Cols: m.opts.Cols, Rows: m.opts.Rows,
