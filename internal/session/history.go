@@ -386,3 +386,32 @@ func (s *Session) Forgotten(id string) (Forgotten, bool) {
 	f, ok := s.hist.gone[id]
 	return f, ok
 }
+
+// cappedSink keeps the first left bytes of a stream's exact copy: the
+// sealed copy is bounded as the stream it shadows is (spool.Dir.MaxFile).
+type cappedSink struct {
+	shell.RawSink
+	left int64
+}
+
+// capRaw bounds sink at max bytes; max <= 0: no bound.
+func capRaw(sink shell.RawSink, max int64) shell.RawSink {
+	if max <= 0 {
+		return sink
+	}
+	return &cappedSink{RawSink: sink, left: max}
+}
+
+// Write keeps what fits and reports all of p written, as capture never
+// fails.
+func (c *cappedSink) Write(p []byte) (int, error) {
+	n := len(p)
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	if len(p) > 0 {
+		c.left -= int64(len(p))
+		_, _ = c.RawSink.Write(p)
+	}
+	return n, nil
+}

@@ -129,3 +129,39 @@ func TestHistoryKeepsUnreported(t *testing.T) {
 		t.Errorf("the spool holds %d bytes, over the 2 MiB bound", d)
 	}
 }
+
+// rawBuf is a stream's exact copy kept in memory.
+type rawBuf struct {
+	bytes.Buffer
+	kept bool
+}
+
+func (r *rawBuf) Close(keep bool) error { r.kept = keep; return nil }
+
+// TestSealedCopyBounded: the exact copy of a redacted stream stops where
+// the stream does, at the spool's per-stream bound.
+func TestSealedCopyBounded(t *testing.T) {
+	tests := []struct {
+		name         string
+		max          int64
+		writes, want int
+	}{
+		{"no bound", 0, 100, 100 * 1000},
+		{"under", 1 << 20, 100, 100 * 1000},
+		{"past", 50_500, 100, 50_500},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf rawBuf
+			sink := capRaw(&buf, tc.max)
+			for range tc.writes {
+				if n, err := sink.Write(make([]byte, 1000)); n != 1000 || err != nil {
+					t.Fatalf("write: %d %v", n, err)
+				}
+			}
+			if err := sink.Close(true); err != nil || !buf.kept || buf.Len() != tc.want {
+				t.Errorf("kept %d bytes (closed %v %v), want %d", buf.Len(), buf.kept, err, tc.want)
+			}
+		})
+	}
+}

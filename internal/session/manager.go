@@ -207,7 +207,7 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 		Redact:  t.Redact, RedactViewers: t.RedactViewers,
 	}
 	if k, sp := t.RawKey, m.opts.Spool; k != nil && sp != nil {
-		so.Raw = func(name string) shell.RawSink { return seal.Create(sp.SealedPath(name), *k) }
+		so.Raw = func(name string) shell.RawSink { return capRaw(seal.Create(sp.SealedPath(name), *k), sp.MaxFile) }
 	}
 	if t.JudgeExec != nil {
 		so.JudgeExec = func(ctx context.Context, x shell.ExecInfo) shell.ExecRuling { return t.JudgeExec(ctx, s, x) }
