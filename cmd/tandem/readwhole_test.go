@@ -129,10 +129,11 @@ func TestLongPasteOutputsReadable(t *testing.T) {
 // whose outputs pass limits.keptOutputBytes, keep the session's spool
 // within the bound: one stream stops at half of it (the reply says so),
 // the oldest outputs are removed, and reading one says why and what to
-// do (output_removed), while the latest still read back.
+// do (output_removed), while the latest still read back. The recording
+// stops at limits.recordingBytes.
 func TestKeptOutputBound(t *testing.T) {
 	const limit = 4 << 20
-	s := localSession(t, serverOpts{config: fmt.Sprintf("targets:\n  - {name: local, kind: local, workspace: .}\nlimits:\n  keptOutputBytes: %d\n", limit)})
+	s := localSession(t, serverOpts{config: fmt.Sprintf("targets:\n  - {name: local, kind: local, workspace: .}\nlimits:\n  keptOutputBytes: %d\n  recordingBytes: %d\n", limit, limit/2)})
 	flood := mustOK(t, s.exec(t, "head -c 40000000 /dev/zero | tr '\\0' y"))
 	res := flood["result"].(map[string]any)
 	if res["stdoutBytes"] != float64(limit/2) || !strings.Contains(str(res["stdoutError"]), "not kept") {
@@ -194,6 +195,11 @@ func TestKeptOutputBound(t *testing.T) {
 	}
 	if r := byID[str(flood["commandId"])]; r.StdoutBytes != limit/2 || r.StdoutPath != "" {
 		t.Errorf("the flood's row: %d bytes at %q", r.StdoutBytes, r.StdoutPath)
+	}
+	// The recording holds the flood up to its own bound, and says so.
+	cast, err := os.ReadFile(filepath.Join(s.srv.dataDir, "recordings", sid+".cast"))
+	if err != nil || len(cast) > limit/2+64<<10 || !strings.Contains(string(cast), "limits.recordingBytes") {
+		t.Errorf("the recording: %d bytes (bound %d), %v", len(cast), limit/2, err)
 	}
 	if r := byID[ids[3]]; r.StdoutPath == "" {
 		t.Errorf("the latest row names no file: %+v", r)

@@ -160,6 +160,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Server, err err
 		RecordingsDir: filepath.Join(s.dataDir, "recordings"),
 
 		KeptOutputBytes: cfg.Limits.KeptOutputBytes,
+		RecordingBytes:  cfg.Limits.RecordingBytes,
 	})
 	s.broker = newBroker(cfg, countedJournal{s.rec.journal.Approvals(), s.met}, s.log)
 	policies, err := compilePolicies(cfg, s.hm.on())

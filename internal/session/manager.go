@@ -69,6 +69,9 @@ type Options struct {
 	// take (their outputs, and the index of older ones): past it the
 	// oldest are removed (history.go); zero means DefaultKeptOutputBytes.
 	KeptOutputBytes int64
+	// RecordingBytes bounds the terminal output and input a session's
+	// recording keeps (recording.Writer.Cap); zero: no bound.
+	RecordingBytes int64
 	// RecordingsDir, if set, receives one asciicast v2 file per session.
 	RecordingsDir string
 	// Journal, if set, keeps the session directory, command history and
