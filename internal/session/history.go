@@ -76,6 +76,7 @@ type history struct {
 	err     error    // the index's first failure
 	held    []string // stored commands whose streams are not all on disk yet
 	heldMax int      // when to look at held again
+	heldMem int64    // about what held's streams hold in memory
 	// removed, if set, is told which commands' files a trim deleted
 	// (the journal clears their rows' paths).
 	removed func(ids []string)
@@ -191,11 +192,12 @@ func (h *history) store(e *entry) {
 		h.index = f
 	}
 	r := e.k.rec
-	if !onDisk(r.Stdout) || !onDisk(r.Stderr) {
+	if m := inMemory(r.Stdout) + inMemory(r.Stderr); m > 0 {
 		// The journal writes its files soon, off the shell's path (a
 		// paste runs first); until then the streams are read in memory.
 		e.files = [2]*spool.File{r.Stdout, r.Stderr}
 		h.held = append(h.held, r.ID)
+		h.heldMem += m
 	}
 	line, err := json.Marshal(record{
 		ID: r.ID, Source: r.Source, Command: r.Command,
@@ -217,29 +219,56 @@ func (h *history) store(e *entry) {
 	h.live += int64(len(line))
 }
 
-// onDisk reports whether a finished stream needs no memory to be read.
-func onDisk(f *spool.File) bool { return f.Size() == 0 || f.Spilled() || f.Removed() }
+// inMemory is what a finished stream holds in memory: none once on disk.
+func inMemory(f *spool.File) int64 {
+	if f.Spilled() || f.Removed() {
+		return 0
+	}
+	return f.Size()
+}
+
+// maxHeldMemory bounds what stored commands' streams hold in memory while
+// the journal has not written them: past it the oldest are written now,
+// on the shell's path, so a long paste of commands that print a little
+// each cannot fill memory while the journal yields to it.
+const maxHeldMemory = 16 << 20
 
 // letGo drops the streams of stored commands that are on disk now,
-// looking again once held has doubled since the last look.
+// looking again once held has doubled since the last look, or once they
+// may hold more than maxHeldMemory; past that it writes the oldest out.
 func (h *history) letGo() {
-	if len(h.held) < h.heldMax {
+	if len(h.held) < h.heldMax && h.heldMem <= maxHeldMemory {
 		return
 	}
 	kept := h.held[:0]
+	h.heldMem = 0
 	for _, id := range h.held {
 		e, ok := h.entries[id]
 		if !ok || e.k != nil || e.files == [2]*spool.File{} {
 			continue
 		}
-		if onDisk(e.files[0]) && onDisk(e.files[1]) {
+		m := inMemory(e.files[0]) + inMemory(e.files[1])
+		if m == 0 {
 			e.files = [2]*spool.File{}
 			continue
 		}
 		kept = append(kept, id)
+		h.heldMem += m
 	}
 	clear(h.held[len(kept):])
-	h.held, h.heldMax = kept, 2*len(kept)+64
+	h.held = kept
+	drop := 0
+	for ; drop < len(h.held) && h.heldMem > maxHeldMemory; drop++ {
+		e := h.entries[h.held[drop]]
+		h.heldMem -= inMemory(e.files[0]) + inMemory(e.files[1])
+		e.files[0].Release()
+		e.files[1].Release()
+		if inMemory(e.files[0])+inMemory(e.files[1]) == 0 {
+			e.files = [2]*spool.File{}
+		} // else the disk refused it: it stays readable in memory
+	}
+	h.held = append(h.held[:0], h.held[drop:]...)
+	h.heldMax = 2*len(h.held) + 64
 }
 
 // newIndex creates an index file in dir and unlinks it: its space is
