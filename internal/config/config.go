@@ -342,7 +342,28 @@ type Limits struct {
 	// InlineOutputBytes bounds the JSON size of all output inline in one
 	// reply (default DefaultInlineOutputBytes); 0 means no bound.
 	InlineOutputBytes int `yaml:"-"`
+	// KeptOutputBytes bounds the disk one session's command outputs take
+	// for read-back (default DefaultKeptOutputBytes): past it the oldest
+	// are removed, and one stream keeps at most half of it. A byte bound,
+	// not a count, so no paste can push out what the agent was not told of.
+	KeptOutputBytes int64 `yaml:"keptOutputBytes"`
+	// RecordingBytes bounds the terminal output and input one session's
+	// recording keeps (default DefaultRecordingBytes); past it the cast
+	// says so and keeps only markers and resizes.
+	RecordingBytes int64 `yaml:"recordingBytes"`
 }
+
+// DefaultRecordingBytes is limits.recordingBytes when tandem.yaml leaves
+// it out: 4 GiB of a session's terminal in its recording.
+const DefaultRecordingBytes = 4 << 30
+
+// DefaultKeptOutputBytes is limits.keptOutputBytes when tandem.yaml
+// leaves it out: a session's outputs on disk, 1 GiB.
+const DefaultKeptOutputBytes = 1 << 30
+
+// MinKeptOutputBytes is the least limits.keptOutputBytes (and
+// limits.recordingBytes) accepted.
+const MinKeptOutputBytes = 1 << 20
 
 // DefaultInlineOutputBytes is the inline output budget of one reply. It
 // sits well under what agent clients keep of a tool result (Claude Code
@@ -501,6 +522,12 @@ func (c *Config) fill() {
 	if l.KeepaliveInterval == 0 {
 		l.KeepaliveInterval = Duration(5 * time.Second)
 	}
+	if l.KeptOutputBytes == 0 {
+		l.KeptOutputBytes = DefaultKeptOutputBytes
+	}
+	if l.RecordingBytes == 0 {
+		l.RecordingBytes = DefaultRecordingBytes
+	}
 	l.InlineOutputBytes = DefaultInlineOutputBytes
 	if l.InlineOutput != nil {
 		l.InlineOutputBytes = *l.InlineOutput
@@ -577,6 +604,12 @@ func (c *Config) validate(base, home string) error {
 	}
 	if l.InlineOutputBytes != 0 && l.InlineOutputBytes < 1024 {
 		bad("limits.inlineOutputBytes", "must be 0 (no bound) or at least 1024, got %d", l.InlineOutputBytes)
+	}
+	if l.KeptOutputBytes < MinKeptOutputBytes {
+		bad("limits.keptOutputBytes", "must be at least %d (1 MiB), got %d", MinKeptOutputBytes, l.KeptOutputBytes)
+	}
+	if l.RecordingBytes < MinKeptOutputBytes {
+		bad("limits.recordingBytes", "must be at least %d (1 MiB), got %d", MinKeptOutputBytes, l.RecordingBytes)
 	}
 	if c.Audit.OnFailure != AuditRefuse && c.Audit.OnFailure != AuditContinue {
 		bad("audit.onFailure", "must be refuse or continue, got %q", c.Audit.OnFailure)

@@ -52,6 +52,9 @@ type command struct {
 	rec shell.Record
 	at  time.Time // when it was queued
 	p   *pendingCommand
+	// removed, when set, is not a command but commands whose spool files
+	// were deleted: their rows, queued before, name no file any more.
+	removed []string
 }
 
 // pendingCommand is a queued command someone may wait for: written is
@@ -156,13 +159,23 @@ func (j *Journal) CommandDone(s *session.Session, rec shell.Record) {
 	j.queued = time.Now()
 	j.mu.Unlock()
 	select {
-	case j.queue <- command{s, rec, time.Now(), p}:
+	case j.queue <- command{s: s, rec: rec, at: time.Now(), p: p}:
 	default:
 		j.mu.Lock()
 		j.dropped++
 		j.mu.Unlock()
 		j.settled(rec.ID, p)
 		j.log.Error("journal: command queue full; command not recorded", "session", s.Name, "command", rec.ID)
+	}
+}
+
+// OutputsRemoved implements session.Journal; it only queues, behind the
+// rows of the commands it names.
+func (j *Journal) OutputsRemoved(s *session.Session, ids []string) {
+	select {
+	case j.queue <- command{s: s, removed: ids}:
+	default:
+		j.log.Error("journal: command queue full; removed outputs not recorded", "session", s.Name, "commands", len(ids))
 	}
 }
 
@@ -204,6 +217,12 @@ func (j *Journal) settled(id string, p *pendingCommand) {
 func (j *Journal) write() {
 	defer j.wg.Done()
 	for c := range j.queue {
+		if c.removed != nil {
+			if err := j.st.OutputsRemoved(context.Background(), c.removed); err != nil {
+				j.log.Error("journal: record removed outputs", "commands", len(c.removed), "err", err)
+			}
+			continue
+		}
 		if wait := time.Until(c.at.Add(yieldFor)); wait > 0 {
 			t := time.NewTimer(wait)
 			select {
@@ -375,7 +394,14 @@ func persist(f *spool.File) (string, error) {
 	if f.Size() == 0 {
 		return "", nil
 	}
-	return f.Persist()
+	path, err := f.Persist()
+	if errors.Is(err, spool.ErrRemoved) {
+		// Removed before its row was written, to keep the session's
+		// outputs within limits.keptOutputBytes: the row keeps its byte
+		// counts and no path.
+		return "", nil
+	}
+	return path, err
 }
 
 // Ended implements session.Journal: the token hash is compared in

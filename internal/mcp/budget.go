@@ -1,12 +1,14 @@
 package mcp
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"unicode/utf8"
 
 	"github.com/tandem-sh/tandem/internal/session"
+	"github.com/tandem-sh/tandem/internal/spool"
 )
 
 // capture is what a reply needs of one captured output stream (a spool
@@ -138,6 +140,9 @@ func (s *Server) reportLoss(sl *slot) {
 	if lost := sl.f.Lost(); lost > 0 {
 		s.log.Error("output lost", "command", sl.id, "stream", sl.name, "bytes", lost, "err", sl.f.Err())
 		sl.r[sl.name+"Error"] = fmt.Sprintf("%d bytes of %s after the first %d were lost: %v. Free space under tandem's data directory and run the command again.", lost, sl.name, sl.size, sl.f.Err())
+		if errors.Is(sl.f.Err(), spool.ErrLimit) {
+			sl.r[sl.name+"Error"] = fmt.Sprintf("%d bytes of %s after the first %d were not kept: one stream keeps at most half of limits.keptOutputBytes. Send such output to a file in the session (cmd > out.log) and read it in parts.", lost, sl.name, sl.size)
+		}
 	}
 }
 

@@ -33,6 +33,7 @@ const (
 	codeOutputUnavailable  = "output_unavailable"
 	codeNotRunning         = "no_command_running"
 	codeUnknownCommand     = "unknown_command"
+	codeOutputRemoved      = "output_removed"
 	codeSessionExists      = "session_exists"
 	codeInvalidName        = "invalid_session_name"
 	codeUnknownTarget      = "unknown_target"
@@ -206,7 +207,7 @@ func programName(p string) string {
 func busyFailure(busy *session.BusyError) *failure {
 	f := reply{"reason": busy.Kind}
 	if busy.Command != "" {
-		f["runningCommand"] = busy.Command
+		clipRunning(f, busy.Command)
 	}
 	if busy.CommandID != "" {
 		f["runningCommandId"] = busy.CommandID
@@ -328,6 +329,9 @@ func (s *Server) gateFields(c session.Caller, g *session.GateError) reply {
 	f["userCommands"] = cmds
 	if compact > 0 || omitted > 0 {
 		f["userCommandsCompact"] = compact
+	}
+	if cut := truncated(cmds); cut > 0 {
+		f["commandTruncatedHint"] = fmt.Sprintf("%d command lines were cut to fit this reply (commandTruncated): ssh_read_output with a command's commandId and stream \"command\" reads its line whole.", cut)
 	}
 	if omitted > 0 && g.Keep != nil {
 		f["userCommandsOmitted"] = omitted

@@ -152,6 +152,7 @@ func TestGoldenReplies(t *testing.T) {
 		{"read_output_grep", args(map[string]any{"commandId": large, "grep": "^3[0-2]$"})},
 		{"read_output_grep_context", args(map[string]any{"commandId": large, "grep": "^3[02]$", "context": 1, "maxBytes": 4096})},
 		{"read_output_unknown_command", args(map[string]any{"commandId": "cmd_nope"})},
+		{"read_output_command", args(map[string]any{"commandId": large, "stream": "command"})},
 		{"read_output_invalid_arguments", args(map[string]any{"commandId": large, "offset": 1000})},
 	} {
 		golden(t, st.name, call("ssh_read_output", st.args))

@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"net/url"
 	"os"
 	"runtime/debug"
@@ -116,6 +118,9 @@ func (o *outputs) read(c session.Caller, rawURI string) (*mcp.ReadResourceResult
 		return nil, mcp.ResourceNotFoundError(rawURI)
 	}
 	f, err := os.Open(st.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, resourceError(jsonrpc.CodeInvalidParams, rawURI, "output_removed: "+base+" was deleted to keep its session's outputs within limits.keptOutputBytes on disk (the oldest go first); read outputs soon after a reply names them", nil)
+	}
 	if err != nil {
 		return nil, resourceError(jsonrpc.CodeInternalError, rawURI, "read output: "+err.Error(), nil)
 	}

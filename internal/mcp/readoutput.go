@@ -5,11 +5,14 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
+	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/tandem-sh/tandem/internal/session"
+	"github.com/tandem-sh/tandem/internal/spool"
 )
 
 // readMaxBytes is the most one ssh_read_output call returns.
@@ -59,8 +62,10 @@ func (s *Server) readOutput(ctx context.Context, c session.Caller, a readOutputA
 		a.Stream, stream = "stdout", rec.Stdout
 	case "stderr":
 		stream = rec.Stderr
+	case "command":
+		stream = commandText(rec.Command)
 	default:
-		return nil, invalidArg("stream", "must be \"stdout\" or \"stderr\", got %q", a.Stream)
+		return nil, invalidArg("stream", "must be \"stdout\", \"stderr\" or \"command\" (the command line itself), got %q", a.Stream)
 	}
 	limit := int64(s.deps.InlineOutputBytes)
 	if limit <= 0 || limit > readMaxBytes {
@@ -118,6 +123,9 @@ func (s *Server) readOutput(ctx context.Context, c session.Caller, a readOutputA
 		off = max(total+off, 0)
 	}
 
+	if f, isFile := stream.(*spool.File); isFile && f.Removed() {
+		return nil, commandGone(sess, a.CommandID) // removed since it was found
+	}
 	r := reply{"commandId": rec.ID, "stream": a.Stream, "totalBytes": total, "running": !done}
 	if n := rec.Redacted.Stdout; a.Stream == "stdout" && n > 0 {
 		r["redacted"] = n
@@ -152,6 +160,9 @@ func (s *Server) readOutput(ctx context.Context, c session.Caller, a readOutputA
 	if err := grep(ctx, r, q, done); err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("read output: %w", ctx.Err())
+		}
+		if errors.Is(err, spool.ErrRemoved) {
+			return nil, commandGone(sess, a.CommandID)
 		}
 		return nil, fmt.Errorf("read output: %w: %w", errOutputRead, err)
 	}
@@ -199,3 +210,62 @@ func readBytes(r reply, f capture, off, n, total int64, done, fromEnd, exact boo
 // errOutputRead wraps a failure to read a spooled stream back (a disk
 // error): the output_unavailable code.
 var errOutputRead = errors.New("output unreadable")
+
+// commandText serves a command's own line as a stream: a line cut to fit
+// a reply (commandTruncated) reads back whole with stream "command".
+type commandText string
+
+func (t commandText) Size() int64 { return int64(len(t)) }
+
+func (t commandText) ReadAt(p []byte, off int64) (int, error) {
+	if off >= int64(len(t)) {
+		return 0, io.EOF
+	}
+	n := copy(p, t[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (t commandText) Persist() (string, error) { return "", errors.New("a command line has no file") }
+func (t commandText) Lost() int64              { return 0 }
+func (t commandText) Err() error               { return nil }
+
+// commandGone is the reply for a command ID the session cannot read:
+// removed to keep the session's outputs within their bound on disk (when,
+// how big, whether the agent had been told of it), or never its own.
+func commandGone(sess *session.Session, id string) *failure {
+	f, removed := sess.Forgotten(id)
+	if !removed {
+		return fail(codeUnknownCommand, fmt.Sprintf("Session '%s' has no command %q. Command IDs come from ssh_exec, ssh_cancel, ssh_list_sessions, session_busy and user_activity_detected replies, and stay readable until the session's outputs pass limits.keptOutputBytes on disk.", sess.Name, id), reply{"field": "commandId"})
+	}
+	why := "the oldest outputs go first"
+	if f.Unreported {
+		why = "it went before you were told of it: the human's commands since your last call passed the bound by themselves"
+	}
+	return fail(codeOutputRemoved, fmt.Sprintf("The output of command %q of session '%s' was removed at %s (%d bytes) to keep the session's outputs within limits.keptOutputBytes (%d bytes on disk); %s. Read an output soon after a reply names it, write a large output to a file in the session, or ask the operator to raise limits.keptOutputBytes.", id, sess.Name, f.At.UTC().Format(time.RFC3339), f.Bytes, f.Limit, why), reply{"field": "commandId"})
+}
+
+// truncated counts the entries of a gate reply whose command line was cut.
+func truncated(cmds []any) int {
+	n := 0
+	for _, c := range cmds {
+		if r, ok := c.(reply); ok && r["commandTruncated"] == true {
+			n++
+		}
+	}
+	return n
+}
+
+// clipRunning puts the command that holds the shell in a session_busy
+// reply, cut to a whole gate entry's size: a pasted block can be a
+// megabyte, and ssh_read_output reads it whole (stream "command").
+func clipRunning(f reply, cmd string) {
+	if len(cmd) <= gateCommandBytes {
+		f["runningCommand"] = cmd
+		return
+	}
+	f["runningCommand"] = strings.ToValidUTF8(cmd[:gateCommandBytes], "")
+	f["runningCommandTruncated"] = true
+}

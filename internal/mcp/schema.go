@@ -113,7 +113,7 @@ var userCommandSchema = object("A command the human ran in the browser terminal.
 	merge(schema{
 		"commandId":        typed("string", "Pass to ssh_read_output to read this command's whole output."),
 		"command":          typed("string", "The command line the human ran; a multi-line buffer (a paste) gives every line it ran."),
-		"commandTruncated": typed("boolean", "True when command was cut to fit the reply; ssh_read_output on historyId has it whole."),
+		"commandTruncated": typed("boolean", "True when command was cut to fit the reply; ssh_read_output {commandId, stream: \"command\"} reads it whole."),
 		"commandBytes":     typed("integer", "When commandTruncated: the command line's whole size."),
 		"viewer":           typed("string", "Who typed it (a browser viewer, tandem attach)."),
 		"shellRepaired":    arrayOf("What the command broke of tandem's shell integration, which tandem put back: prompt_command, history, emacs, vi, monitor.", typed("string", "One repair.")),
@@ -139,7 +139,7 @@ var connectionSchema = object("The session.", schema{
 	"lastCommand": object("The session's running or latest command, yours or the human's: its commandId reads its output with ssh_read_output (also after your client gave up on the call).", schema{
 		"commandId":        typed("string", "Pass to ssh_read_output (or, while it runs and it is yours, ssh_send_input and ssh_cancel)."),
 		"command":          typed("string", "Its command line (cut to 200 bytes)."),
-		"commandTruncated": typed("boolean", "True when command was cut."),
+		"commandTruncated": typed("boolean", "True when command was cut; ssh_read_output {commandId, stream: \"command\"} reads it whole."),
 		"source":           schema{"type": "string", "enum": []string{"agent", "human"}, "description": "agent: yours; human: the human's."},
 		"state":            schema{"type": "string", "enum": []string{"running", "ended"}, "description": "running or ended."},
 		"exitCode":         nullable("integer", "Once ended: its exit status; null when unknown."),
@@ -179,7 +179,7 @@ var replyFields = schema{
 	"running":              typed("boolean", "command_timeout: the command is still running."),
 	"commandId":            typed("string", "The command this reply is about; pass it to ssh_read_output."),
 	"partial":              resultSchema,
-	"runningCommand":       typed("string", "session_busy: the command that holds the shell."),
+	"runningCommand":       typed("string", "session_busy: the command that holds the shell (cut to 4 KiB: runningCommandTruncated)."),
 	"runningSince":         typed("string", "session_busy: when it started (RFC 3339)."),
 	"runningCommandId":     typed("string", "session_busy: the id of the running command, the human's or yours; ssh_read_output reads its output so far."),
 	"runningForMs":         typed("integer", "session_busy: how long it has run, in milliseconds."),
@@ -188,6 +188,7 @@ var replyFields = schema{
 	"userCommandsOmitted":  typed("integer", "user_activity_detected: how many of the oldest commands did not fit the reply at all; historyId lists them."),
 	"historyId":            typed("string", "user_activity_detected: pass as commandId to ssh_read_output for every command of this report, one JSON object a line."),
 	"historyHint":          typed("string", "user_activity_detected: how to read the commands that did not fit."),
+	"commandTruncatedHint": typed("string", "user_activity_detected: present when a command line was cut to fit: how to read it whole."),
 	"unattributedCommands": typed("integer", "user_activity_detected: how many commands ran that no viewer's keystroke explains."),
 	"unattributedHint":     typed("string", "user_activity_detected: what unattributed commands are."),
 	"partialLine":          typed("string", "session_busy: what the human has typed at the prompt."),
@@ -212,6 +213,8 @@ var replyFields = schema{
 		"stdoutBytes": typed("integer", "How much stdout they printed."),
 		"stderrBytes": typed("integer", "How much stderr they printed."),
 	}, streamFields("stdout"), streamFields("stderr"))),
+
+	"runningCommandTruncated": typed("boolean", "session_busy: runningCommand was cut; ssh_read_output {commandId: runningCommandId, stream: \"command\"} reads it whole."),
 }
 
 // outputSchema is the schema of one tool's replies: the common fields and
@@ -262,7 +265,7 @@ var (
 
 	readOutputSchema = inputSchema(merge(sessionProps, schema{
 		"commandId": typed("string", "The commandId of an ssh_exec, ssh_cancel or user_activity_detected reply: the agent's commands and the human's alike."),
-		"stream":    schema{"type": "string", "enum": []string{"stdout", "stderr"}, "default": "stdout", "description": "Which stream to read."},
+		"stream":    schema{"type": "string", "enum": []string{"stdout", "stderr", "command"}, "default": "stdout", "description": "Which stream to read: stdout, stderr, or command, the command line itself (whole, where a reply cut it: commandTruncated)."},
 		"offset":    typed("integer", "Byte offset to start at (default 0), e.g. a reply's nextOffset; negative counts from the end, e.g. -2000 for the last 2000 bytes. With grep: lines that start here or later."),
 		"maxBytes":  merge(typed("integer", "The most bytes of the stream to return (default: the inline budget, at most 1 MiB). With grep: the most JSON the whole reply may take, though one line always comes."), schema{"minimum": 1, "maximum": readMaxBytes}),
 		"encoding":  schema{"type": "string", "enum": []string{"text", "base64"}, "default": "text", "description": "text: data as text, bytes that are not UTF-8 shown as U+FFFD (lossy), or base64 when mostly binary; base64: the exact bytes, base64-encoded. Not with grep."},

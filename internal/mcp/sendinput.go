@@ -182,5 +182,5 @@ func (f fromOffset) ReadAt(p []byte, off int64) (int, error) { return f.capture.
 
 // unknownCommand is the reply for a commandId the session does not have.
 func unknownCommand(sess *session.Session, id string) *failure {
-	return fail(codeUnknownCommand, fmt.Sprintf("Session '%s' has no command %q. Command IDs come from ssh_exec, ssh_cancel, ssh_list_sessions, session_busy and user_activity_detected replies; a session keeps its latest %d commands.", sess.Name, id, session.MaxKeptCommands), reply{"field": "commandId"})
+	return commandGone(sess, id)
 }

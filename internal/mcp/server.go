@@ -499,9 +499,9 @@ func (s *Server) register() {
 			out:     schema{"result": resultSchema},
 			handler: handler(s, "ssh_exec", s.exec)},
 		{name: "ssh_read_output", title: "Read a command's output", in: readOutputSchema, readOnly: true,
-			desc: "Read any command's complete output by commandId, the agent's or the human's: a byte range (offset may be negative, from the end; encoding \"base64\" for the exact bytes), or the lines matching an RE2 pattern with their line numbers and, on request, context lines. Follow nextOffset to continue. Also reports a command that outlived its call: running, then exitCode and durationMs. Read-only: it does not touch the user-activity gate.",
+			desc: "Read any command's complete output by commandId, the agent's or the human's: a byte range (offset may be negative, from the end; encoding \"base64\" for the exact bytes), or the lines matching an RE2 pattern with their line numbers and, on request, context lines. Follow nextOffset to continue. stream \"command\" reads the command line itself, whole where a reply cut it (commandTruncated). Also reports a command that outlived its call: running, then exitCode and durationMs. Read-only: it does not touch the user-activity gate.",
 			out: schema{
-				"stream":     typed("string", "stdout or stderr."),
+				"stream":     typed("string", "stdout, stderr or command."),
 				"offset":     typed("integer", "The byte offset the data starts at; with grep, where the search started."),
 				"bytes":      typed("integer", "How many bytes of the stream data holds."),
 				"totalBytes": typed("integer", "The stream's size so far."),

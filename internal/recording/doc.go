@@ -27,6 +27,9 @@
 // where N counts the output and input bytes dropped, so a gap is visible in
 // every player. [Writer.Lost] reports the total.
 //
+// [Writer.Cap] bounds the output and input a recording keeps in all: past
+// it one output event says so and only markers and resizes follow.
+//
 // # UTF-8
 //
 // asciicast requires UTF-8, but a terminal's bytes need not be. The writer

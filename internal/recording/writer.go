@@ -57,6 +57,11 @@ type Writer struct {
 	lastAdd  time.Duration // time of the last event kept
 	finished bool          // the flusher has returned
 
+	capBytes int64 // Cap: the most output and input kept (cap.go); 0: no bound
+	capKept  int64 // what output and input kept counts against it
+	capNoted bool  // the notice that output stopped is in the cast
+	noting   bool  // the notice is being added
+
 	closed   chan struct{} // closed when Close has closed the file
 	closeErr error         // set before closed is closed
 }
@@ -202,6 +207,9 @@ func (w *Writer) now() time.Duration {
 // the disk is already limit bytes behind, and reports whether it kept it.
 // The caller holds w.mu.
 func (w *Writer) add(d time.Duration, code byte, data []byte, force bool) bool {
+	if w.overCap(d, code, data) {
+		return false
+	}
 	var events [3]event
 	evs := events[:0]
 	if w.gap > 0 {

@@ -156,8 +156,11 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Server, err err
 		Logger:        s.log,
 		IdleTimeout:   time.Duration(cfg.Limits.IdleTimeout),
 		MaxLifetime:   time.Duration(cfg.Limits.MaxLifetime),
-		Spool:         &spool.Dir{Path: spoolDir, Inline: spool.DefaultInline},
+		Spool:         &spool.Dir{Path: spoolDir, Inline: spool.DefaultInline, MaxFile: cfg.Limits.KeptOutputBytes / 2},
 		RecordingsDir: filepath.Join(s.dataDir, "recordings"),
+
+		KeptOutputBytes: cfg.Limits.KeptOutputBytes,
+		RecordingBytes:  cfg.Limits.RecordingBytes,
 	})
 	s.broker = newBroker(cfg, countedJournal{s.rec.journal.Approvals(), s.met}, s.log)
 	policies, err := compilePolicies(cfg, s.hm.on())

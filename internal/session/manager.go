@@ -69,6 +69,13 @@ type Options struct {
 	OnEnd func(s *Session, reason string)
 	// Spool captures command output; nil keeps it in memory (tests only).
 	Spool *spool.Dir
+	// KeptOutputBytes bounds the disk one session's finished commands
+	// take (their outputs, and the index of older ones): past it the
+	// oldest are removed (history.go); zero means DefaultKeptOutputBytes.
+	KeptOutputBytes int64
+	// RecordingBytes bounds the terminal output and input a session's
+	// recording keeps (recording.Writer.Cap); zero: no bound.
+	RecordingBytes int64
 	// RecordingsDir, if set, receives one asciicast v2 file per session.
 	RecordingsDir string
 	// Journal, if set, keeps the session directory, command history and
@@ -92,6 +99,11 @@ type Journal interface {
 	// Replay finds the recording of an ended session, of this process or
 	// an earlier one, by the hash of its monitoring key.
 	Replay(ctx context.Context, keyHash [32]byte) (name, path string, ok bool)
+	// OutputsRemoved records that the spool files of these commands were
+	// deleted to keep the session within KeptOutputBytes (history.go).
+	// Like CommandDone it is called with the shell's lock held, after the
+	// CommandDone of each, and must not block.
+	OutputsRemoved(s *Session, commandIDs []string)
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -143,6 +155,9 @@ func NewManager(opts *Options) *Manager {
 	if m.opts.MaxLifetime <= 0 {
 		m.opts.MaxLifetime = 12 * time.Hour
 	}
+	if m.opts.KeptOutputBytes <= 0 {
+		m.opts.KeptOutputBytes = DefaultKeptOutputBytes
+	}
 	m.log = m.opts.Logger
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
@@ -186,7 +201,10 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 	s := &Session{
 		ID: newID(), Name: name, Target: t, CreatedAt: now, caller: c,
 		tokenHash: hashToken(tok), monitorKey: mk, lastActivity: now, spool: m.opts.Spool,
-		requestCh: make(chan struct{}), notify: m.changed,
+		requestCh: make(chan struct{}), notify: m.changed, keptBytes: m.opts.KeptOutputBytes,
+	}
+	if j := m.opts.Journal; j != nil {
+		s.hist.removed = func(ids []string) { j.OutputsRemoved(s, ids) }
 	}
 	so := &shell.Options{
 		Logger: m.log.With("session", name), Cols: m.opts.Cols, Rows: m.opts.Rows,
@@ -197,7 +215,7 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 		Redact:  t.Redact, RedactViewers: t.RedactViewers,
 	}
 	if k, sp := t.RawKey, m.opts.Spool; k != nil && sp != nil {
-		so.Raw = func(name string) shell.RawSink { return seal.Create(sp.SealedPath(name), *k) }
+		so.Raw = func(name string) shell.RawSink { return capRaw(seal.Create(sp.SealedPath(name), *k), sp.MaxFile) }
 	}
 	if t.JudgeExec != nil {
 		so.JudgeExec = func(ctx context.Context, x shell.ExecInfo) shell.ExecRuling { return t.JudgeExec(ctx, s, x) }

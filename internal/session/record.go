@@ -24,6 +24,7 @@ func (m *Manager) record(s *Session, so *shell.Options) error {
 	if err != nil {
 		return fmt.Errorf("recording: %w", err)
 	}
+	w.Cap(m.opts.RecordingBytes)
 	s.rec, s.recPath = w, path
 	so.Output, so.Input, so.Resized = w.Output, w.Input, w.Resize
 	return nil

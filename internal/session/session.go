@@ -112,8 +112,8 @@ type Session struct {
 	endReason    string
 	endedAt      time.Time
 	lastCommand  string
-	commands     map[string]*kept // by command ID, for read-back
-	order        []string         // command IDs, oldest first
+	hist         history // the commands read back by ID (history.go)
+	keptBytes    int64   // the bound on hist's bytes on disk
 
 	// The agent's request for the human (see handback.go): requestCh is
 	// closed and replaced when it changes.
@@ -127,10 +127,6 @@ type Session struct {
 	conns       []egress.Conn // the egress proxy's reports, oldest first
 	touches     []Touch       // viewers' keys in the agent's commands, not yet told (touches.go)
 }
-
-// MaxKeptCommands is how many of a session's latest commands can be read
-// back by ID; older ones drop out of the index (their files stay).
-const MaxKeptCommands = 1000
 
 // kept is one command as it stands: a record whose streams keep filling
 // while it runs, and whether it has ended.
@@ -213,9 +209,9 @@ func (s *Session) Recent(n int) []CommandInfo {
 // recentLocked is Recent; s.mu is held.
 func (s *Session) recentLocked(n int) []CommandInfo {
 	var out []CommandInfo
-	for j := len(s.order) - 1; j >= 0 && len(out) < n; j-- {
-		k := s.commands[s.order[j]]
-		if k.rec.Source != "agent" && k.rec.Source != "user" {
+	for j := len(s.hist.order) - 1; j >= s.hist.first && len(out) < n; j-- {
+		k, ok := s.hist.lookup(s.hist.order[j])
+		if !ok || k.rec.Source != "agent" && k.rec.Source != "user" {
 			continue // a listing tandem wrote, or background output
 		}
 		out = append(out, CommandInfo{ID: k.rec.ID, Source: k.rec.Source, Command: k.rec.Command, Running: !k.done,
@@ -280,6 +276,7 @@ func (s *Session) tripLocked(force bool) error {
 		return nil
 	}
 	e := &GateError{Since: s.pending[0].Started, Commands: s.pending, Keep: s.keepText}
+	s.hist.reported(s.pending)
 	s.pending = nil
 	return e
 }
@@ -311,34 +308,12 @@ func (s *Session) endedError() *EndedError {
 func (s *Session) userCommand(r shell.Record) {
 	s.mu.Lock()
 	s.pending = append(s.pending, r)
+	if e, ok := s.hist.entries[r.ID]; ok {
+		e.unreported = true
+	}
 	s.lastActivity = time.Now()
 	s.mu.Unlock()
 	s.changed() // the page's gate count
-}
-
-// keep files a command for read-back. A running command's partial record
-// never replaces its final one, whichever arrives first.
-func (s *Session) keep(r shell.Record, done bool) {
-	if r.ID == "" {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.commands == nil {
-		s.commands = map[string]*kept{}
-	}
-	if k, ok := s.commands[r.ID]; ok {
-		if !k.done {
-			k.rec, k.done = r, done
-		}
-		return
-	}
-	s.commands[r.ID] = &kept{rec: r, done: done}
-	s.order = append(s.order, r.ID)
-	if len(s.order) > MaxKeptCommands {
-		delete(s.commands, s.order[0])
-		s.order = s.order[1:]
-	}
 }
 
 // Command finds one of the session's latest commands, the agent's or the
@@ -348,7 +323,7 @@ func (s *Session) keep(r shell.Record, done bool) {
 func (s *Session) Command(id string) (rec Record, done, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k, ok := s.commands[id]
+	k, ok := s.hist.lookup(id)
 	if !ok {
 		return Record{}, false, false
 	}

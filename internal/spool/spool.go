@@ -24,6 +24,10 @@ type Dir struct {
 	Path string
 	// Inline is how many bytes of each stream stay in memory.
 	Inline int
+	// MaxFile, if positive, is the most bytes one stream keeps: a
+	// write past it is counted as Lost, with Err wrapping ErrLimit, so a
+	// program printing without end cannot fill the disk.
+	MaxFile int64
 
 	mkdir sync.Once
 	err   error
@@ -48,6 +52,7 @@ type File struct {
 	opening chan opened // the file, being created ahead of the spill
 	spilled bool
 	closed  bool // no more writes: a later spill keeps no descriptor
+	removed bool // Remove deleted its bytes
 	size    int64
 	lost    int64
 	err     error
@@ -88,6 +93,28 @@ func (f *File) Write(p []byte) (int, error) {
 		f.lost += int64(n)
 		return n, nil
 	}
+	if f.dir != nil && f.dir.MaxFile > 0 && f.size+int64(len(p)) > f.dir.MaxFile {
+		keep := max(f.dir.MaxFile-f.size, 0)
+		f.lost = int64(len(p)) - keep
+		p = p[:keep]
+		f.err = fmt.Errorf("spool %s: %w (%d bytes)", f.name, ErrLimit, f.dir.MaxFile)
+		f.writeLocked(p)
+		return n, nil
+	}
+	f.writeLocked(p)
+	return n, nil
+}
+
+// writeLocked appends p, in memory or on disk; a failure is kept in
+// f.err, and the bytes it cost in f.lost. f.mu is held.
+func (f *File) writeLocked(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	if f.removed {
+		f.lost += int64(len(p))
+		return
+	}
 	if room := f.inline() - len(f.head); room > 0 && !f.spilled {
 		k := min(room, len(p))
 		f.head = append(f.head, p[:k]...)
@@ -98,24 +125,23 @@ func (f *File) Write(p []byte) (int, error) {
 		}
 	}
 	if len(p) == 0 {
-		return n, nil
+		return
 	}
 	if !f.spilled {
 		if err := f.spill(); err != nil {
-			f.err, f.lost = err, int64(len(p))
-			return n, nil
+			f.err, f.lost = err, f.lost+int64(len(p))
+			return
 		}
 	}
 	if f.f == nil {
-		f.err, f.lost = fmt.Errorf("spool %s: write after close", f.name), int64(len(p))
-		return n, nil
+		f.err, f.lost = fmt.Errorf("spool %s: write after close", f.name), f.lost+int64(len(p))
+		return
 	}
 	if _, err := f.f.Write(p); err != nil {
-		f.err, f.lost = fmt.Errorf("spool %s: %w", f.name, err), int64(len(p))
-		return n, nil
+		f.err, f.lost = fmt.Errorf("spool %s: %w", f.name, err), f.lost+int64(len(p))
+		return
 	}
 	f.size += int64(len(p))
-	return n, nil
 }
 
 // openAhead starts creating the stream's file once its head is half
@@ -165,6 +191,7 @@ func (f *File) spillTo(o opened) error {
 	}
 	f.spilled = true
 	if f.closed {
+		f.head = nil // a finished stream is read from its file
 		return fd.Close()
 	}
 	f.f = fd
@@ -200,8 +227,11 @@ func (f *File) Persist() (string, error) {
 	if f.dir == nil {
 		return "", errors.New("spool: no directory")
 	}
+	if f.removed {
+		return "", fmt.Errorf("spool %s: %w", f.name, ErrRemoved)
+	}
 	if !f.spilled {
-		if f.err != nil {
+		if f.err != nil && !errors.Is(f.err, ErrLimit) {
 			return "", f.err
 		}
 		if err := f.spill(); err != nil {
@@ -302,6 +332,9 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.removed {
+		return 0, fmt.Errorf("spool %s: %w", f.name, ErrRemoved)
+	}
 	if off >= f.size {
 		return 0, io.EOF
 	}

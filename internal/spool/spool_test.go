@@ -2,6 +2,7 @@ package spool_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -170,5 +171,68 @@ func TestFileCreatedAhead(t *testing.T) {
 	_ = f.Close()
 	if _, err := f.Persist(); err == nil || f.Err() == nil || f.String() != "abcdef" || f.Lost() != 0 {
 		t.Errorf("persist %v, err %v, reads %q, lost %d", err, f.Err(), f.String(), f.Lost())
+	}
+}
+
+// TestRetention: a stream stops at MaxFile (the rest counted as lost,
+// ErrLimit); Release moves a finished stream to disk and Reopen reads it
+// back; Remove deletes its file and its sealed copy, and later reads
+// say it was removed.
+func TestRetention(t *testing.T) {
+	tests := []struct {
+		name    string
+		write   int
+		max     int64
+		keep    int64
+		release bool
+	}{
+		{"under the limit, in memory", 100, 1 << 10, 100, false},
+		{"under the limit, released", 100, 1 << 10, 100, true},
+		{"past the limit", 5000, 1 << 10, 1 << 10, true},
+		{"no limit", 70 << 10, 0, 70 << 10, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &spool.Dir{Path: filepath.Join(t.TempDir(), "spool"), Inline: 64 << 10, MaxFile: tc.max}
+			f := d.New("c.out")
+			data := bytes.Repeat([]byte("0123456789"), tc.write/10)
+			for i := 0; i < len(data); i += 333 {
+				_, _ = f.Write(data[i:min(len(data), i+333)])
+			}
+			_ = f.Close()
+			if f.Size() != tc.keep || f.Lost() != int64(len(data))-tc.keep {
+				t.Fatalf("kept %d lost %d", f.Size(), f.Lost())
+			}
+			if lost := f.Lost() > 0; lost != errors.Is(f.Err(), spool.ErrLimit) {
+				t.Errorf("err %v with %d lost", f.Err(), f.Lost())
+			}
+			if tc.release {
+				f.Release()
+				if !f.Spilled() || f.Head(10) != nil {
+					t.Errorf("released: spilled %v, head %q", f.Spilled(), f.Head(10))
+				}
+				if got := d.Reopen("c.out", f.Size()).Bytes(); !bytes.Equal(got, data[:tc.keep]) {
+					t.Errorf("reopened: %d bytes", len(got))
+				}
+			}
+			if !bytes.Equal(f.Bytes(), data[:tc.keep]) {
+				t.Errorf("read back %d bytes", len(f.Bytes()))
+			}
+			if err := os.WriteFile(d.SealedPath("c.out"), []byte("sealed"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Remove(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.ReadAt(make([]byte, 1), 0); !errors.Is(err, spool.ErrRemoved) {
+				t.Errorf("read after remove: %v", err)
+			}
+			if _, err := f.Persist(); !errors.Is(err, spool.ErrRemoved) {
+				t.Errorf("persist after remove: %v", err)
+			}
+			if ents, _ := os.ReadDir(d.Path); len(ents) != 0 {
+				t.Errorf("left behind: %v", ents)
+			}
+		})
 	}
 }

@@ -75,6 +75,10 @@ type Store interface {
 	// CommandSession returns the id of the session that ran a command;
 	// ErrNotFound if no such command was recorded.
 	CommandSession(ctx context.Context, commandID string) (string, error)
+	// OutputsRemoved records that the spool files of these commands were
+	// deleted (their session's outputs passed limits.keptOutputBytes): the
+	// rows keep their byte counts and name no file. Unknown IDs are skipped.
+	OutputsRemoved(ctx context.Context, commandIDs []string) error
 
 	// AddReplay records where a session's recording is, under the hash of
 	// its monitoring key.

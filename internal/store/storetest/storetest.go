@@ -462,6 +462,14 @@ func (s *suite) commands(t *testing.T) {
 	if _, err := st.CommandSession(ctx, "c99"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("CommandSession(unknown) err = %v; want ErrNotFound", err)
 	}
+	// Retention removed c1's files: its row keeps its counts, names none.
+	mustNil(t, st.OutputsRemoved(ctx, []string{"c1", "c99"}))
+	mustNil(t, st.OutputsRemoved(ctx, nil))
+	got, err = st.Commands(ctx, "s")
+	mustNil(t, err)
+	if g := got[0]; g.ID != "c1" || g.StdoutPath != "" || g.StderrPath != "" || g.StdoutBytes != 100 || g.StderrBytes != 7 {
+		t.Errorf("after OutputsRemoved: %+v", g)
+	}
 }
 
 func (s *suite) replays(t *testing.T) {
@@ -928,9 +936,10 @@ func (s *suite) close(t *testing.T) {
 		"AddCommand": func() error {
 			return closed.AddCommand(ctx, store.CommandRow{ID: "c", SessionID: "s", Source: "agent"})
 		},
-		"Commands":   func() error { _, err := closed.Commands(ctx, "s"); return err },
-		"AddReplay":  func() error { return closed.AddReplay(ctx, "s", key[:], "p") },
-		"FindReplay": func() error { _, err := closed.FindReplay(ctx, key[:]); return err },
+		"Commands":       func() error { _, err := closed.Commands(ctx, "s"); return err },
+		"OutputsRemoved": func() error { return closed.OutputsRemoved(ctx, []string{"c"}) },
+		"AddReplay":      func() error { return closed.AddReplay(ctx, "s", key[:], "p") },
+		"FindReplay":     func() error { _, err := closed.FindReplay(ctx, key[:]); return err },
 		"AppendAudit": func() error {
 			_, err := closed.AppendAudit(ctx, link(store.AuditRecord{Time: t0, Event: "e"}))
 			return err
