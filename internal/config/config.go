@@ -468,19 +468,30 @@ func Parse(b []byte, base, home string) (*Config, error) {
 	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&root); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	if err := checkShape(&root); err != nil {
-		return nil, err
+	// Every mistake comes in one run: those of shape are cut out of the
+	// tree, and the rest is decoded and validated all the same, except
+	// where a shape mistake already speaks of the key.
+	shapeErrs, pruned, ok := checkShape(&root)
+	if !ok {
+		return nil, errors.Join(shapeErrs...)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
 	var c Config
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))
+	if len(shapeErrs) == 0 {
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+	} else if err := root.Decode(&c); err != nil {
+		return nil, errors.Join(shapeErrs...)
 	}
 	c.fill()
 	c.base = base
-	if err := c.validate(base, home); err != nil {
-		return nil, err
+	if err := c.validate(base, home, pruned); err != nil {
+		return nil, errors.Join(append(shapeErrs, err)...)
+	}
+	if len(shapeErrs) > 0 {
+		return nil, errors.Join(shapeErrs...)
 	}
 	return &c, nil
 }
@@ -546,9 +557,16 @@ func fillTargets(ts []Target) {
 	}
 }
 
-func (c *Config) validate(base, home string) error {
+// validate checks what the YAML's shape cannot say. A key under one of
+// skip (cut out for a mistake already reported) is not judged again.
+func (c *Config) validate(base, home string, skip []string) error {
 	var errs []error
 	bad := func(key, format string, a ...any) {
+		for _, p := range skip {
+			if key == p || strings.HasPrefix(key, p+".") || strings.HasPrefix(key, p+"[") {
+				return
+			}
+		}
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, a...)))
 	}
 	validateTargets("targets", c.Targets, base, home, bad)

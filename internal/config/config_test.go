@@ -492,3 +492,51 @@ func show(r config.Redact) string {
 	}
 	return fmt.Sprintf("{files %q env %q patterns %s entropy %s viewers %s}", r.SecretFiles, r.Env, b(r.Patterns), b(r.Entropy), b(r.Viewers))
 }
+
+// TestAllMistakesInOneRun: a file with mistakes of every kind lists them
+// all at once: those of shape (an unknown key, a word where a number
+// goes, a bad duration) do not hide those found after decoding (a port
+// out of range, a missing key file, a bad policy decision), and a key cut
+// out for a mistake is not reported twice.
+func TestAllMistakesInOneRun(t *testing.T) {
+	dir := t.TempDir()
+	yaml := `targets:
+  - name: app
+    kind: local
+    workspce: .
+  - name: db
+    kind: ssh
+    host: db.internal
+    user: deploy
+    port: twenty
+    useAgent: true
+  - name: web
+    kind: ssh
+    host: web.internal
+    user: deploy
+    port: 70000
+    keyFile: ` + dir + `/nope
+limits:
+  idleTimeout: soon
+policy:
+  mode: ask
+  rules:
+    - {command: "git push*", decision: maybe}
+`
+	_, err := config.Parse([]byte(yaml), dir, dir)
+	if err == nil {
+		t.Fatal("a config with six mistakes loaded")
+	}
+	want := []string{
+		"line 4: targets[0].workspce: unknown key; did you mean workspace?",
+		`line 9: targets[1].port: "twenty" is not a whole number`,
+		`line 18: limits.idleTimeout: "soon" is not a duration like 30s, 15m or 12h`,
+		"targets[2].port: must be 1-65535, got 70000",
+		`targets[2].keyFile: "` + dir + `/nope" does not exist`,
+		`policy.rules[0].decision: must be allow, deny, ask or forward (or yes, no), got "maybe"`,
+	}
+	got := strings.Split(err.Error(), "\n")
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %d errors:\n%s\nwant %d:\n%s", len(got), err, len(want), strings.Join(want, "\n"))
+	}
+}
