@@ -540,3 +540,54 @@ policy:
 		t.Fatalf("got %d errors:\n%s\nwant %d:\n%s", len(got), err, len(want), strings.Join(want, "\n"))
 	}
 }
+
+// TestLoadWorkspace: --workspace with --config names the workspace of
+// the file's one local target; a file with none or several is refused,
+// saying which flag to drop.
+func TestLoadWorkspace(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "project")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, yaml, want string // want "" means it loads
+	}{
+		{"one local target", "targets:\n  - {name: app, kind: local, workspace: /nope/written}\n", ""},
+		{"one local target without a workspace", "targets:\n  - {name: app, kind: local}\n", ""},
+		{"a tenant's one local target", "tenants:\n  - name: t\n    targets: [{name: app, kind: local, workspace: /nope}]\n", ""},
+		{"no local target", "targets:\n  - {name: s, kind: ssh, host: h, user: u, useAgent: true}\n",
+			"--workspace names the workspace of the file's local target, and this file has none: drop --workspace, or add a target with kind: local"},
+		{"two local targets", "targets:\n  - {name: a, kind: local, workspace: .}\n  - {name: b, kind: local, workspace: .}\n",
+			"--workspace names the workspace of the file's one local target, and this file has 2 (a, b): drop --workspace and set workspace on each of them in the file"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, fmt.Sprintf("tandem%d.yaml", i))
+			if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c, err := config.LoadWorkspace(path, dir, ws)
+			if tc.want != "" {
+				if err == nil || !strings.HasSuffix(err.Error(), tc.want) {
+					t.Fatalf("got %v, want an error ending %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var locals []config.Target
+			for _, tn := range append([]config.Tenant{{Targets: c.Targets}}, c.Tenants...) {
+				for _, tt := range tn.Targets {
+					if tt.Kind == "local" {
+						locals = append(locals, tt)
+					}
+				}
+			}
+			if len(locals) != 1 || locals[0].Workspace != ws {
+				t.Fatalf("local targets %+v, want one with workspace %s", locals, ws)
+			}
+		})
+	}
+}

@@ -43,7 +43,7 @@ import (
 // Options are what the command line chose for one tandem.
 type Options struct {
 	ConfigPath   string        // --config; "" serves the embedded defaults
-	Workspace    string        // --workspace, without --config
+	Workspace    string        // --workspace: the local target's, with or without --config
 	Web          string        // the browser pages' address, in stdio mode
 	DataDir      string        // "" is DefaultDataDir
 	Store        string        // "" for SQLite in the data dir, or a postgres:// URL
