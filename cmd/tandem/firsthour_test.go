@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestOwnFilesInsideWorkspaceRefused: a tandem.yaml, a key file or the
+// data dir inside a workspace that sessions can write is refused at
+// start, and the message says which file, which workspace and why.
+func TestOwnFilesInsideWorkspaceRefused(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string   // tandem.yaml, written in the workspace dir unless beside
+		args []string // more flags; {ws} is the workspace
+		want []string
+	}{
+		{name: "tandem.yaml in the workspace", yaml: "targets:\n  - {name: app, kind: local, workspace: .}\n",
+			want: []string{"tandem's config file {ws}/tandem.yaml lies inside the workspace {ws} of local target \"app\", which its sessions can write",
+				"an agent could rewrite it", "Move it outside {ws}"}},
+		{name: "ssh key in the workspace", yaml: "targets:\n  - {name: app, kind: local, workspace: {ws}}\n  - {name: prod, kind: ssh, host: h, user: u, keyFile: {ws}/id_ed25519}\n",
+			want: []string{"tandem's ssh key of target prod (keyFile) {ws}/id_ed25519 lies inside the workspace {ws}"}},
+		{name: "data dir in the workspace", yaml: "targets:\n  - {name: app, kind: local, workspace: {ws}}\n", args: []string{"--data-dir", "{ws}/state"},
+			want: []string{"covers tandem's data dir {ws}/state", "read or rewrite tandem's own state"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ws, beside := t.TempDir(), t.TempDir()
+			ws, _ = filepath.EvalSymlinks(ws)
+			fill := func(s string) string { return strings.ReplaceAll(s, "{ws}", ws) }
+			if err := os.WriteFile(filepath.Join(ws, "id_ed25519"), []byte("key"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			dir := beside
+			if strings.Contains(tc.yaml, "workspace: .") {
+				dir = ws
+			}
+			p := filepath.Join(dir, "tandem.yaml")
+			if err := os.WriteFile(p, []byte(fill(tc.yaml)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"serve", "--config", p, "--web", "127.0.0.1:0", "--data-dir", filepath.Join(beside, "state")}
+			for _, a := range tc.args {
+				args = append(args, fill(a))
+			}
+			out, err := tandemCLI(t, args...)
+			if err == nil {
+				t.Fatalf("tandem started:\n%s", out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, fill(w)) {
+					t.Errorf("the refusal does not say %q:\n%s", fill(w), out)
+				}
+			}
+		})
+	}
+}
+
+// TestSixMistakesOneRun: tandem serve on a config with six mistakes of
+// different kinds lists all six in one run, each with its key.
+func TestSixMistakesOneRun(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "project")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "tandem.yaml")
+	yaml := `targets:
+  - name: app
+    kind: local
+    workspace: project
+    sandbox: landlock
+    netwrok: false
+  - name: db
+    kind: ssh
+    host: db.internal
+    user: deploy
+    port: twenty
+    useAgent: true
+  - name: web
+    kind: ssh
+    host: web.internal
+    user: deploy
+    port: 70000
+    keyFile: missing_key
+limits:
+  idleTimeout: soon
+policy:
+  mode: ask
+  rules:
+    - {command: "git push*", decision: maybe}
+`
+	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := tandemCLI(t, "serve", "--config", p, "--web", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "state"))
+	if err == nil {
+		t.Fatalf("tandem started on a config with six mistakes:\n%s", out)
+	}
+	for _, w := range []string{
+		"line 6: targets[0].netwrok: unknown key; did you mean network?",
+		`line 11: targets[1].port: "twenty" is not a whole number`,
+		"targets[2].port: must be 1-65535, got 70000",
+		`targets[2].keyFile: "` + dir + `/missing_key" does not exist`,
+		`line 20: limits.idleTimeout: "soon" is not a duration`,
+		`policy.rules[0].decision: must be allow, deny, ask or forward (or yes, no), got "maybe"`,
+	} {
+		if !strings.Contains(out, w) {
+			t.Errorf("the run does not list %q:\n%s", w, out)
+		}
+	}
+}
+
+// TestHTTPBusyPortAndMintLine: serve --http's start line says how to mint
+// a token, and the command it prints mints one that this tandem accepts;
+// a second serve --http on the same (now busy) port exits non-zero
+// naming the port, instead of listening somewhere its clients never look.
+func TestHTTPBusyPortAndMintLine(t *testing.T) {
+	ws := t.TempDir()
+	s := startHTTP(t, httpOpts{config: "targets:\n  - {name: build, kind: local, workspace: " + ws + "}\n"})
+	m := regexp.MustCompile(`mint one for a working day: (tandem token issue [^)\n]*)\)`).FindStringSubmatch(s.log())
+	if m == nil {
+		t.Fatalf("the start line does not say how to mint a token:\n%s", s.log())
+	}
+	mint := strings.Fields(m[1])
+	want := []string{"tandem", "token", "issue", "--config", s.config, "--data-dir", s.dataDir, "--tenant", "default", "--actor"}
+	if len(mint) != len(want)+3 || !slices.Equal(mint[:len(want)], want) || !slices.Equal(mint[len(want)+1:], []string{"--ttl", "8h"}) {
+		t.Fatalf("mint line %q, want %q ACTOR --ttl 8h", m[1], strings.Join(want, " "))
+	}
+	tok, err := exec.Command(binary, mint[1:]...).Output()
+	if err != nil {
+		t.Fatalf("the printed mint command fails: %v", err)
+	}
+	c := s.client(t, strings.TrimSpace(string(tok)))
+	mustOK(t, c.Call(t, "ssh_connect", map[string]any{"name": "s1", "target": "build"}))
+
+	addr := strings.TrimPrefix(s.base, "http://")
+	_, port, _ := net.SplitHostPort(addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	second := t.TempDir()
+	out, err := exec.CommandContext(ctx, binary, "serve", "--http", addr, "--data-dir", second, "--workspace", ws).CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("a second serve --http %s is still running after 30 s (it moved to another port?):\n%s", addr, out)
+	}
+	if err == nil || !strings.Contains(string(out), "port "+port+" is in use") {
+		t.Fatalf("serve --http on a busy port: exit %v, output:\n%s\nwant a failure naming port %s", err, out, port)
+	}
+}
