@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tandem-sh/tandem/internal/config"
 )
 
 // TestOwnFilesInsideWorkspaceRefused: a tandem.yaml, a key file or the
@@ -153,5 +155,91 @@ func TestHTTPBusyPortAndMintLine(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(string(out), "port "+port+" is in use") {
 		t.Fatalf("serve --http on a busy port: exit %v, output:\n%s\nwant a failure naming port %s", err, out, port)
+	}
+}
+
+// TestInitThenServe: tandem init in an empty directory writes a commented
+// tandem.yaml beside the project, outside it, that the real loader takes;
+// it refuses to overwrite, and inside the project it writes to
+// ~/.config/tandem instead. tandem serve --config on that file, driven by
+// the TypeScript SDK's client as Claude Code would: connect, a git push
+// that asks (the client declines), a command that runs.
+func TestInitThenServe(t *testing.T) {
+	dir, home := t.TempDir(), t.TempDir()
+	dir, _ = filepath.EvalSymlinks(dir)
+	project := filepath.Join(dir, "project")
+	cfgPath := filepath.Join(dir, "tandem.yaml")
+	initCLI := func(wd string, args ...string) (string, error) {
+		cmd := exec.Command(binary, append([]string{"init"}, args...)...)
+		cmd.Dir = wd
+		cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := initCLI(dir, "project")
+	if err != nil {
+		t.Fatalf("tandem init project: %v\n%s", err, out)
+	}
+	if want := "claude mcp add tandem -- " + binary + " serve --config " + cfgPath + "\n"; !strings.Contains(out, want) {
+		t.Errorf("init does not print the client line %q:\n%s", want, out)
+	}
+	cfg, err := config.Load(cfgPath, home)
+	if err != nil {
+		t.Fatalf("the starter config does not load: %v", err)
+	}
+	if tg, ok := cfg.Target("local"); !ok || tg.Workspace != project || tg.Network.On || tg.Network.Proxied() || tg.Sandbox != "landlock" {
+		t.Errorf("starter target: %+v, want a sandboxed local target at %s without network", tg, project)
+	}
+	if r := cfg.RedactFor(config.DefaultTenant, "local"); !slices.Contains(r.SecretFiles, ".env") {
+		t.Errorf("starter redaction: %+v, want .env", r)
+	}
+	written, _ := os.ReadFile(cfgPath)
+	if !strings.Contains(string(written), "\n# ") {
+		t.Errorf("the starter config has no comments:\n%s", written)
+	}
+	for _, tc := range []struct {
+		name, wd string
+		args     []string
+		want     string
+	}{
+		{"again", dir, []string{"project"}, cfgPath + " already exists; tandem init never overwrites"},
+		{"into the workspace", dir, []string{"project", "--output", filepath.Join(project, "tandem.yaml")}, "lies inside the workspace " + project},
+	} {
+		if out, err := initCLI(tc.wd, tc.args...); err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("init %s: exit %v, output %q; want a refusal saying %q", tc.name, err, out, tc.want)
+		}
+	}
+	if again, _ := os.ReadFile(cfgPath); string(again) != string(written) {
+		t.Error("a refused init changed the file")
+	}
+	if _, err := os.Stat(filepath.Join(project, "tandem.yaml")); err == nil {
+		t.Error("init wrote into the workspace")
+	}
+	// From inside the project, the file goes to the user's config dir.
+	out, err = initCLI(project)
+	if inside := filepath.Join(home, ".config", "tandem", "project.yaml"); err != nil || !strings.Contains(out, "--config "+inside) {
+		t.Errorf("init inside the project: %v\n%s\nwant the file at %s", err, out, inside)
+	}
+
+	c := startTSClientEnv(t, []string{`TANDEM_ELICIT={"action":"decline"}`}, "serve", "--config", cfgPath, "--web", "127.0.0.1:0", "--data-dir", t.TempDir())
+	tok := str(c.mustDo(t, map[string]any{"op": "call", "tool": "ssh_connect", "args": map[string]any{"name": "first", "target": "local"}}).Reply["sessionToken"])
+	if tok == "" {
+		t.Fatal("ssh_connect gave no session token")
+	}
+	exec := func(command string) map[string]any {
+		return c.mustDo(t, map[string]any{"op": "call", "tool": "ssh_exec", "args": map[string]any{"sessionName": "first", "sessionToken": tok, "command": command}}).Reply
+	}
+	if r := exec("git push origin main"); r["error"] != "approval_denied" || r["decidedBy"] != "client" {
+		t.Errorf("git push under the starter policy: %v, want it asked and declined by the client", r)
+	}
+	if msgs := c.mustDo(t, map[string]any{"op": "elicited"}).Messages; len(msgs) != 1 || !strings.Contains(msgs[0], "git push origin main") {
+		t.Errorf("elicitations: %q, want one for the git push", msgs)
+	}
+	r := exec("echo hello > hello.txt && cat hello.txt")
+	if res, _ := r["result"].(map[string]any); r["success"] != true || res["stdout"] != "hello\n" {
+		t.Fatalf("a plain command under the starter policy: %v", r)
+	}
+	if b, err := os.ReadFile(filepath.Join(project, "hello.txt")); err != nil || string(b) != "hello\n" {
+		t.Errorf("the command did not run in the workspace: %q %v", b, err)
 	}
 }
