@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/config"
+	"github.com/tandem-sh/tandem/internal/testenv"
 )
 
 // TestOwnFilesInsideWorkspaceRefused: a tandem.yaml, a key file or the
@@ -241,5 +242,17 @@ func TestInitThenServe(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(project, "hello.txt")); err != nil || string(b) != "hello\n" {
 		t.Errorf("the command did not run in the workspace: %q %v", b, err)
+	}
+}
+
+// TestKeyboardInteractiveWrongPassword: ssh_connect with a wrong password
+// to an OpenSSH that offers publickey,keyboard-interactive answers
+// auth_failed, not connect_failed ("unexpected message type 51").
+func TestKeyboardInteractiveWrongPassword(t *testing.T) {
+	d := testenv.SSHDConfig(t, "KbdInteractiveAuthentication yes\n")
+	srv := startServer(t, serverOpts{})
+	e := wantError(t, srv.call(t, "ssh_connect", map[string]any{"name": "kbd", "host": d.Host, "port": d.Port, "username": d.User, "password": "wrong"}), "auth_failed")
+	if strings.Contains(str(e["message"]), "is it an SSH server") {
+		t.Errorf("auth_failed that says the server may not speak SSH: %v", e)
 	}
 }
