@@ -256,3 +256,16 @@ func TestKeyboardInteractiveWrongPassword(t *testing.T) {
 		t.Errorf("auth_failed that says the server may not speak SSH: %v", e)
 	}
 }
+
+// TestReconnectHintNamesRealTarget: after the shell exits, the reply's
+// reconnect example names the caller's one target (build), as a call that
+// works as written, not a target "local" that this tandem does not have.
+func TestReconnectHintNamesRealTarget(t *testing.T) {
+	s := localSession(t, serverOpts{config: "targets:\n  - {name: build, kind: local, workspace: ws}\n"})
+	for _, call := range []struct{ cmd, code string }{{"exit 3", "shell_exited"}, {"true", "session_ended"}} {
+		msg := str(wantError(t, s.exec(t, call.cmd), call.code)["message"])
+		if !strings.Contains(msg, `ssh_connect {"name":"my-session","target":"build"}`) || strings.Contains(msg, `"local"`) {
+			t.Errorf("%s: the reconnect example does not name target build: %s", call.code, msg)
+		}
+	}
+}
