@@ -269,3 +269,34 @@ func TestReconnectHintNamesRealTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestServeHelpWorkspaceDefault: serve --help says what the code does
+// for --workspace: it composes with --config, and without one the
+// client's first MCP root comes before the current directory.
+func TestServeHelpWorkspaceDefault(t *testing.T) {
+	out, err := tandemCLI(t, "serve", "--help")
+	if err != nil {
+		t.Fatalf("serve --help: %v\n%s", err, out)
+	}
+	for _, want := range []string{"with --config, the workspace of its one local target", "the client's first MCP root, else the current directory"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("serve --help does not say %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestConfigAndWorkspaceCompose: the README's client snippets carry
+// --workspace; with --config added, the flag names the workspace of the
+// file's one local target, and the file's policy still applies.
+func TestConfigAndWorkspaceCompose(t *testing.T) {
+	project := t.TempDir()
+	project, _ = filepath.EvalSymlinks(project)
+	cfg := "targets:\n  - {name: app, kind: local, workspace: ws}\npolicy:\n  mode: allow\n  rules:\n    - {command: \"rm -rf *\", decision: deny}\n"
+	s := startServer(t, serverOpts{config: cfg, args: []string{"--workspace", project}})
+	tok := str(mustOK(t, s.call(t, "ssh_connect", map[string]any{"name": "c", "target": "app"}))["sessionToken"])
+	se := sess{s, "c", tok}
+	if r := result(t, se.exec(t, "pwd")); r["stdout"] != project+"\n" {
+		t.Errorf("pwd %v, want the --workspace %s", r["stdout"], project)
+	}
+	wantError(t, se.exec(t, "rm -rf x"), "policy_denied")
+}
