@@ -300,3 +300,15 @@ func TestConfigAndWorkspaceCompose(t *testing.T) {
 	}
 	wantError(t, se.exec(t, "rm -rf x"), "policy_denied")
 }
+
+// TestNewcomerHintKeepsBothFlags: the line a person running serve by hand
+// is told to paste keeps --workspace beside --config, now that they
+// compose.
+func TestNewcomerHintKeepsBothFlags(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "project")
+	hint := newcomerHint("/opt/tandem", serveFlags{config: filepath.Join(dir, "tandem.yaml"), workspace: ws}, config.Default(ws), nil)
+	if want := "claude mcp add tandem -- /opt/tandem serve --config " + filepath.Join(dir, "tandem.yaml") + " --workspace " + ws + "\n"; !strings.Contains(hint, want) {
+		t.Errorf("hint %q, want the line %q", hint, want)
+	}
+}
