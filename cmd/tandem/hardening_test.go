@@ -343,7 +343,7 @@ func TestAuditUnavailableRunsNothing(t *testing.T) {
 			t.Parallel()
 			o := serverOpts{}
 			if mode != "" {
-				o.config = "targets:\n  - name: local\n    kind: local\n    workspace: .\naudit:\n  onFailure: " + mode + "\n"
+				o.config = "targets:\n  - name: local\n    kind: local\n    workspace: ws\naudit:\n  onFailure: " + mode + "\n"
 				o.dir = t.TempDir()
 			}
 			s := localSession(t, o)

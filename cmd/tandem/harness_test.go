@@ -64,7 +64,7 @@ type serverOpts struct {
 	dir      string // working directory (the default local workspace)
 	home     string // HOME, and the data dir under it; shared to simulate a restart
 	logLevel string // default debug, for failure logs
-	config   string // tandem.yaml content, if any
+	config   string // tandem.yaml content, if any; "workspace: ws" names an empty directory beside it
 	env      []string
 	// fileSizeKB, if set, caps every file tandem writes (RLIMIT_FSIZE):
 	// writes past it fail as they would on a full disk.
@@ -102,8 +102,14 @@ func startServer(t testing.TB, o serverOpts) *tandemProc {
 	}
 	args := append([]string{"serve", "--web", "127.0.0.1:0", "--data-dir", s.dataDir, "--log-level", o.logLevel}, o.args...)
 	if o.config != "" {
-		p := filepath.Join(t.TempDir(), "tandem.yaml")
+		cdir := t.TempDir()
+		p := filepath.Join(cdir, "tandem.yaml")
 		if err := os.WriteFile(p, []byte(o.config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// A workspace beside the file, not around it: tandem refuses a
+		// config that its sessions could rewrite.
+		if err := os.Mkdir(filepath.Join(cdir, "ws"), 0o700); err != nil {
 			t.Fatal(err)
 		}
 		args = append(args, "--config", p)

@@ -33,6 +33,10 @@ func newcomerHint(self string, f serveFlags, cfg *config.Config, refused map[str
 	case f.config != "":
 		abs, _ := filepath.Abs(f.config)
 		args = " --config " + abs
+		if f.workspace != "" {
+			ws, _ := filepath.Abs(f.workspace)
+			args += " --workspace " + ws
+		}
 	case len(t) == 1 && refused[target.RefusedKey(config.DefaultTenant, t[0].Name)] != "":
 		args = " --workspace /path/to/your/project"
 	case len(t) == 1:

@@ -82,7 +82,7 @@ func quoteJSON(s string) string {
 // TestHistoryPersisted: every command, the agent's and the human's, is in
 // the store with its metadata, and its full output is in spool files.
 func TestHistoryPersisted(t *testing.T) {
-	s := localSession(t, serverOpts{config: "targets:\n  - {name: local, kind: local, workspace: .}\nlimits:\n  inlineOutputBytes: 4096\n"})
+	s := localSession(t, serverOpts{config: "targets:\n  - {name: local, kind: local, workspace: ws}\nlimits:\n  inlineOutputBytes: 4096\n"})
 	mustOK(t, s.exec(t, "echo one; echo oops >&2; (exit 4)"))
 	mustOK(t, s.exec(t, "seq 1 3000"))
 	url := str(mustOK(t, s.srv.call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": s.name, "sessionToken": s.tok}))["monitoringUrl"])

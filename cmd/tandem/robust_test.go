@@ -93,7 +93,7 @@ func TestDiskFullDuringOutput(t *testing.T) {
 	for i := 1; i <= 1000000; i++ {
 		fmt.Fprintf(&want, "%d\n", i)
 	}
-	s := localSession(t, serverOpts{fileSizeKB: 2048, config: "targets:\n  - {name: local, kind: local, workspace: .}\nlimits:\n  inlineOutputBytes: 4096\n"})
+	s := localSession(t, serverOpts{fileSizeKB: 2048, config: "targets:\n  - {name: local, kind: local, workspace: ws}\nlimits:\n  inlineOutputBytes: 4096\n"})
 	res := result(t, s.exec(t, "seq 1 1000000"))
 	sr, _ := res["stdoutResource"].(map[string]any)
 	if res["exitCode"] != 0.0 || res["stdoutTruncated"] != true || sr == nil {

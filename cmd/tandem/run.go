@@ -24,7 +24,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(serveCmd(stdin, stdout, stderr), versionCmd(stdout), auditCmd(stdout), sandboxCmd(stdout), tokenCmd(stdout), dashboardURLCmd(), attachCmd(stdin, stdout, stderr))
+	root.AddCommand(serveCmd(stdin, stdout, stderr), initCmd(stdout), versionCmd(stdout), auditCmd(stdout), sandboxCmd(stdout), tokenCmd(stdout), dashboardURLCmd(), attachCmd(stdin, stdout, stderr))
 	return root.ExecuteContext(ctx)
 }
 

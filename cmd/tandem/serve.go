@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,7 +38,7 @@ func serveCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Use:   "serve",
 		Short: "Serve MCP over stdio (what MCP clients launch), or over HTTP with --http",
 		Long: "Serve MCP over stdio. With no --config, one sandboxed local target named \"local\" is offered, " +
-			"rooted at the current directory. The browser terminal listens on --web (loopback). " +
+			"rooted at --workspace, else at the client's first MCP root, else at the current directory. The browser terminal listens on --web (loopback). " +
 			"With --http ADDR, serve many agents over Streamable HTTP at /mcp on that address instead; " +
 			"each request needs a bearer token (tandem token issue).",
 		Args: cobra.NoArgs,
@@ -49,7 +48,7 @@ func serveCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	}
 	c.Flags().StringVar(&f.config, "config", "", "path of tandem.yaml (default: none, the embedded defaults)")
 	c.Flags().StringVar(&f.web, "web", "127.0.0.1:7777", "address of the browser terminal; a taken port falls back to a free one")
-	c.Flags().StringVar(&f.workspace, "workspace", "", "the local target's workspace, without --config (default: the current directory)")
+	c.Flags().StringVar(&f.workspace, "workspace", "", "the local target's workspace; with --config, the workspace of its one local target (default: with --config, the file's; without, the client's first MCP root, else the current directory)")
 	c.Flags().StringVar(&f.dataDir, "data-dir", "", "state directory (default $XDG_STATE_HOME/tandem or ~/.local/state/tandem)")
 	c.Flags().StringVar(&f.store, "store", "", "where sessions, approvals and the audit log are kept: postgres://user@host:port/db (or postgresql://…) shares them between nodes (default: SQLite in the data dir)")
 	c.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (logs go to stderr)")
@@ -94,20 +93,23 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	return srv.Serve(ctx, stdin, stdout)
 }
 
+// loadConfig reads --config, with --workspace naming its one local
+// target's workspace when both are given, or the embedded defaults.
 func loadConfig(path, workspace, home string) (*config.Config, error) {
-	switch {
-	case path != "" && workspace != "":
-		return nil, errors.New("--workspace applies without --config only; set workspace on the target in tandem.yaml")
-	case path != "":
-		return config.Load(path, home)
-	case workspace != "":
-		abs, err := filepath.Abs(workspace)
-		if err != nil {
+	abs := ""
+	if workspace != "" {
+		var err error
+		if abs, err = filepath.Abs(workspace); err != nil {
 			return nil, err
 		}
 		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
 			return nil, fmt.Errorf("--workspace %s is not an existing directory", workspace)
 		}
+	}
+	switch {
+	case path != "":
+		return config.LoadWorkspace(path, home, abs)
+	case abs != "":
 		return config.Default(abs), nil
 	}
 	wd, err := os.Getwd()

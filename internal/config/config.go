@@ -474,11 +474,20 @@ func Default(dir string) *Config {
 // Load reads and validates the file at path. Relative workspace and key
 // paths are resolved against the file's directory; "~/" against home.
 func Load(path, home string) (*Config, error) {
+	return LoadWorkspace(path, home, "")
+}
+
+// LoadWorkspace is Load with the workspace of the file's one local target
+// set to dir (tandem serve --config FILE --workspace DIR): the same file
+// then serves several projects, each client naming its own. A file with
+// no local target, or with more than one, is refused, saying which flag
+// to drop. dir "" leaves the file as written.
+func LoadWorkspace(path, home, dir string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	c, err := Parse(b, filepath.Dir(path), home)
+	c, err := parse(b, filepath.Dir(path), home, dir)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
@@ -487,23 +496,72 @@ func Load(path, home string) (*Config, error) {
 
 // Parse decodes and validates YAML; base and home resolve relative paths.
 func Parse(b []byte, base, home string) (*Config, error) {
+	return parse(b, base, home, "")
+}
+
+// setWorkspace points the one local target at dir (see LoadWorkspace).
+func (c *Config) setWorkspace(dir string) error {
+	var locals []*Target
+	var names []string
+	for i := range c.Targets {
+		if c.Targets[i].Kind == "local" {
+			locals = append(locals, &c.Targets[i])
+			names = append(names, c.Targets[i].Name)
+		}
+	}
+	for i := range c.Tenants {
+		for j := range c.Tenants[i].Targets {
+			if t := &c.Tenants[i].Targets[j]; t.Kind == "local" {
+				locals = append(locals, t)
+				names = append(names, c.Tenants[i].Name+"/"+t.Name)
+			}
+		}
+	}
+	switch len(locals) {
+	case 1:
+		locals[0].Workspace = dir
+		return nil
+	case 0:
+		return errors.New("--workspace names the workspace of the file's local target, and this file has none: drop --workspace, or add a target with kind: local")
+	}
+	return fmt.Errorf("--workspace names the workspace of the file's one local target, and this file has %d (%s): drop --workspace and set workspace on each of them in the file",
+		len(locals), strings.Join(names, ", "))
+}
+
+func parse(b []byte, base, home, workspace string) (*Config, error) {
 	var root yaml.Node
 	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&root); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	if err := checkShape(&root); err != nil {
-		return nil, err
+	// Every mistake comes in one run: those of shape are cut out of the
+	// tree, and the rest is decoded and validated all the same, except
+	// where a shape mistake already speaks of the key.
+	shapeErrs, pruned, ok := checkShape(&root)
+	if !ok {
+		return nil, errors.Join(shapeErrs...)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
 	var c Config
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))
+	if len(shapeErrs) == 0 {
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+	} else if err := root.Decode(&c); err != nil {
+		return nil, errors.Join(shapeErrs...)
 	}
 	c.fill()
 	c.base = base
-	if err := c.validate(base, home); err != nil {
-		return nil, err
+	if workspace != "" {
+		if err := c.setWorkspace(workspace); err != nil {
+			return nil, errors.Join(append(shapeErrs, err)...)
+		}
+	}
+	if err := c.validate(base, home, pruned); err != nil {
+		return nil, errors.Join(append(shapeErrs, err)...)
+	}
+	if len(shapeErrs) > 0 {
+		return nil, errors.Join(shapeErrs...)
 	}
 	return &c, nil
 }
@@ -575,9 +633,16 @@ func fillTargets(ts []Target) {
 	}
 }
 
-func (c *Config) validate(base, home string) error {
+// validate checks what the YAML's shape cannot say. A key under one of
+// skip (cut out for a mistake already reported) is not judged again.
+func (c *Config) validate(base, home string, skip []string) error {
 	var errs []error
 	bad := func(key, format string, a ...any) {
+		for _, p := range skip {
+			if key == p || strings.HasPrefix(key, p+".") || strings.HasPrefix(key, p+"[") {
+				return
+			}
+		}
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, a...)))
 	}
 	validateTargets("targets", c.Targets, base, home, bad)

@@ -492,3 +492,102 @@ func show(r config.Redact) string {
 	}
 	return fmt.Sprintf("{files %q env %q patterns %s entropy %s viewers %s}", r.SecretFiles, r.Env, b(r.Patterns), b(r.Entropy), b(r.Viewers))
 }
+
+// TestAllMistakesInOneRun: a file with mistakes of every kind lists them
+// all at once: those of shape (an unknown key, a word where a number
+// goes, a bad duration) do not hide those found after decoding (a port
+// out of range, a missing key file, a bad policy decision), and a key cut
+// out for a mistake is not reported twice.
+func TestAllMistakesInOneRun(t *testing.T) {
+	dir := t.TempDir()
+	yaml := `targets:
+  - name: app
+    kind: local
+    workspce: .
+  - name: db
+    kind: ssh
+    host: db.internal
+    user: deploy
+    port: twenty
+    useAgent: true
+  - name: web
+    kind: ssh
+    host: web.internal
+    user: deploy
+    port: 70000
+    keyFile: ` + dir + `/nope
+limits:
+  idleTimeout: soon
+policy:
+  mode: ask
+  rules:
+    - {command: "git push*", decision: maybe}
+`
+	_, err := config.Parse([]byte(yaml), dir, dir)
+	if err == nil {
+		t.Fatal("a config with six mistakes loaded")
+	}
+	want := []string{
+		"line 4: targets[0].workspce: unknown key; did you mean workspace?",
+		`line 9: targets[1].port: "twenty" is not a whole number`,
+		`line 18: limits.idleTimeout: "soon" is not a duration like 30s, 15m or 12h`,
+		"targets[2].port: must be 1-65535, got 70000",
+		`targets[2].keyFile: "` + dir + `/nope" does not exist`,
+		`policy.rules[0].decision: must be allow, deny, ask or forward (or yes, no), got "maybe"`,
+	}
+	got := strings.Split(err.Error(), "\n")
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %d errors:\n%s\nwant %d:\n%s", len(got), err, len(want), strings.Join(want, "\n"))
+	}
+}
+
+// TestLoadWorkspace: --workspace with --config names the workspace of
+// the file's one local target; a file with none or several is refused,
+// saying which flag to drop.
+func TestLoadWorkspace(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "project")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, yaml, want string // want "" means it loads
+	}{
+		{"one local target", "targets:\n  - {name: app, kind: local, workspace: /nope/written}\n", ""},
+		{"one local target without a workspace", "targets:\n  - {name: app, kind: local}\n", ""},
+		{"a tenant's one local target", "tenants:\n  - name: t\n    targets: [{name: app, kind: local, workspace: /nope}]\n", ""},
+		{"no local target", "targets:\n  - {name: s, kind: ssh, host: h, user: u, useAgent: true}\n",
+			"--workspace names the workspace of the file's local target, and this file has none: drop --workspace, or add a target with kind: local"},
+		{"two local targets", "targets:\n  - {name: a, kind: local, workspace: .}\n  - {name: b, kind: local, workspace: .}\n",
+			"--workspace names the workspace of the file's one local target, and this file has 2 (a, b): drop --workspace and set workspace on each of them in the file"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, fmt.Sprintf("tandem%d.yaml", i))
+			if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c, err := config.LoadWorkspace(path, dir, ws)
+			if tc.want != "" {
+				if err == nil || !strings.HasSuffix(err.Error(), tc.want) {
+					t.Fatalf("got %v, want an error ending %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var locals []config.Target
+			for _, tn := range append([]config.Tenant{{Targets: c.Targets}}, c.Tenants...) {
+				for _, tt := range tn.Targets {
+					if tt.Kind == "local" {
+						locals = append(locals, tt)
+					}
+				}
+			}
+			if len(locals) != 1 || locals[0].Workspace != ws {
+				t.Fatalf("local targets %+v, want one with workspace %s", locals, ws)
+			}
+		})
+	}
+}

@@ -16,41 +16,57 @@ import (
 // the README writes it, the line, what was expected) rather than in the
 // decoder's (Go type and field names). Every mistake is reported, not only
 // the first; an unknown key comes with the nearest known one.
-func checkShape(root *yaml.Node) error {
+//
+// Each mistake is also cut out of the tree (a key dropped, a list item
+// emptied), so that the rest can still be decoded and validated in the
+// same run: pruned lists the key paths cut out, and the keys an unknown
+// key most likely meant, whose validation errors would only repeat it.
+// ok is false when nothing can be decoded (the file is not a block of keys).
+func checkShape(root *yaml.Node) (errs []error, pruned []string, ok bool) {
 	if root == nil || root.Kind == 0 {
-		return nil
+		return nil, nil, true
 	}
 	if root.Kind == yaml.DocumentNode {
 		if len(root.Content) == 0 {
-			return nil
+			return nil, nil, true
 		}
 		root = root.Content[0]
 	}
-	var errs []error
-	shape(root, reflect.TypeOf(Config{}), "", &errs)
-	return errors.Join(errs...)
+	s := shaper{}
+	ok = s.shape(root, reflect.TypeOf(Config{}), "")
+	return s.errs, s.pruned, ok
+}
+
+// shaper gathers the mistakes of one tree and the paths cut out for them.
+type shaper struct {
+	errs   []error
+	pruned []string
 }
 
 // shape checks node against t; path is the key path so far ("" at the top).
-func shape(n *yaml.Node, t reflect.Type, path string, errs *[]error) {
+// It reports false when n itself is wrong, for the caller to cut it out;
+// mistakes further down are cut out where they are.
+func (s *shaper) shape(n *yaml.Node, t reflect.Type, path string) bool {
+	ok := true
 	bad := func(format string, a ...any) {
 		where := path
 		if where == "" {
 			where = "the file"
 		}
-		*errs = append(*errs, fmt.Errorf("line %d: %s: %s", n.Line, where, fmt.Sprintf(format, a...)))
+		s.errs = append(s.errs, fmt.Errorf("line %d: %s: %s", n.Line, where, fmt.Sprintf(format, a...)))
+		ok = false
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if n.Kind == yaml.AliasNode {
 		if n.Alias != nil {
-			shape(n.Alias, t, path, errs)
+			return s.shape(n.Alias, t, path)
 		}
-		return
+		return true
 	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-		return // an empty value leaves the default
+		return true // an empty value leaves the default
 	}
 	switch {
 	case t == reflect.TypeFor[Network]() && n.Kind == yaml.ScalarNode:
@@ -71,42 +87,58 @@ func shape(n *yaml.Node, t reflect.Type, path string, errs *[]error) {
 	case t.Kind() == reflect.Struct:
 		if n.Kind != yaml.MappingNode {
 			bad("must be a block of keys (%s), not %s", keyList(t), what(n))
-			return
+			return false
 		}
 		fields := yamlFields(t)
 		seen := map[string]int{}
+		kept := n.Content[:0:0]
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			if k.Tag == "!!merge" {
-				shape(v, t, path, errs)
+				if s.shape(v, t, path) {
+					kept = append(kept, k, v)
+				}
 				continue
 			}
 			sub := join(path, k.Value)
-			f, ok := fields[k.Value]
-			if !ok {
+			f, known := fields[k.Value]
+			if !known {
 				msg := fmt.Sprintf("line %d: %s: unknown key", k.Line, sub)
 				if near := nearest(k.Value, t); near != "" {
 					msg += fmt.Sprintf("; did you mean %s?", near)
+					s.pruned = append(s.pruned, join(path, near))
 				} else {
 					msg += fmt.Sprintf(" (known here: %s)", keyList(t))
 				}
-				*errs = append(*errs, errors.New(msg))
+				s.errs = append(s.errs, errors.New(msg))
+				s.pruned = append(s.pruned, sub)
 				continue
 			}
 			if line, dup := seen[k.Value]; dup {
-				*errs = append(*errs, fmt.Errorf("line %d: %s: set twice (first on line %d)", k.Line, sub, line))
+				s.errs = append(s.errs, fmt.Errorf("line %d: %s: set twice (first on line %d)", k.Line, sub, line))
+				s.pruned = append(s.pruned, sub)
 				continue
 			}
 			seen[k.Value] = k.Line
-			shape(v, f.Type, sub, errs)
+			if !s.shape(v, f.Type, sub) {
+				s.pruned = append(s.pruned, sub)
+				continue
+			}
+			kept = append(kept, k, v)
 		}
+		n.Content = kept
 	case t.Kind() == reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			bad("must be a list (one \"- item\" per line, or [a, b]), not %s", what(n))
-			return
+			return false
 		}
 		for i, c := range n.Content {
-			shape(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), errs)
+			// A wrong item is emptied, not removed, so that the items
+			// after it keep their numbers in later messages.
+			if sub := fmt.Sprintf("%s[%d]", path, i); !s.shape(c, t.Elem(), sub) {
+				n.Content[i] = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null", Line: c.Line, Column: c.Column}
+				s.pruned = append(s.pruned, sub)
+			}
 		}
 	case t.Kind() == reflect.Bool:
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
@@ -123,6 +155,7 @@ func shape(n *yaml.Node, t reflect.Type, path string, errs *[]error) {
 			bad("must be a single value, not %s", what(n))
 		}
 	}
+	return ok
 }
 
 // what names a node's kind the way the README talks about YAML.

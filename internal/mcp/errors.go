@@ -59,7 +59,9 @@ const tokenHint = `Every call that names a session needs the sessionToken that s
 	`ssh_exec {"sessionName":"my-session","sessionToken":"<token from ssh_connect>","command":"ls -la"}. ` +
 	`Tokens are never shown again: if you lost it, call ssh_connect with a new name.`
 
-const reconnectExample = `ssh_connect {"name":"my-session","target":"local"}`
+// reconnectExample is the reconnect call of a reply that knows no caller
+// (see Server.reconnect for one that does).
+const reconnectExample = `ssh_connect {"name":"my-session","target":"<the target you used>"}`
 
 // classify maps an error from the layers below to its stable reply. It is
 // the only place that knows both the sentinels and the codes. The caller
@@ -115,7 +117,7 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 			maps.Copy(f, s.gateFields(c, ended.Gate))
 			why += " userCommands lists what the human ran since your last call."
 		}
-		return fail(codeSessionEnded, why+" Call ssh_connect again to start a new session, for example "+reconnectExample+".", f)
+		return fail(codeSessionEnded, why+" Call ssh_connect again to start a new session, for example "+s.reconnect(c)+".", f)
 	case errors.As(err, &tokErr):
 		return invalidToken(tokErr.Name)
 	case errors.Is(err, store.ErrSharedUnavailable):
@@ -152,11 +154,11 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 			f = reply{"exitCode": nil, "signal": exit.Signal}
 		}
 		maps.Copy(f, extra)
-		return fail(codeShellExited, "The session ended because its shell exited ("+exit.Error()+"): a command ran `exit`, or `set -e` ended the shell after a failure. Call ssh_connect again to start a new session, for example "+reconnectExample+".", f)
+		return fail(codeShellExited, "The session ended because its shell exited ("+exit.Error()+"): a command ran `exit`, or `set -e` ended the shell after a failure. Call ssh_connect again to start a new session, for example "+s.reconnect(c)+".", f)
 	case errors.Is(err, session.ErrNestedShell):
 		return fail(codeIntegrationLost, "tandem cannot run commands in the session now ("+err.Error()+"). Nothing needs reconnecting: call again once the human has left that shell.", extra)
 	case errors.Is(err, session.ErrIntegrationLost):
-		return fail(codeIntegrationLost, "The shell no longer runs tandem's integration ("+err.Error()+"), so tandem cannot run or capture commands in it. What was captured is in partial. Call ssh_disconnect, then ssh_connect again for a fresh shell, for example "+reconnectExample+"; the human can still use this terminal until then.", extra)
+		return fail(codeIntegrationLost, "The shell no longer runs tandem's integration ("+err.Error()+"), so tandem cannot run or capture commands in it. What was captured is in partial. Call ssh_disconnect, then ssh_connect again for a fresh shell, for example "+s.reconnect(c)+"; the human can still use this terminal until then.", extra)
 	case errors.Is(err, session.ErrUnresponsive):
 		return fail(codeUnresponsive, "The shell does not respond ("+err.Error()+"): it may be stopped (SIGSTOP) or wedged. tandem tried Ctrl-C, SIGTERM and SIGKILL on its command. Ask the human to look at the terminal, or call ssh_disconnect and ssh_connect again.", extra)
 	case errors.Is(err, session.ErrCaptureFailed):
@@ -166,7 +168,7 @@ func (s *Server) classify(c session.Caller, err error) *failure {
 	case errors.Is(err, context.Canceled):
 		return fail(codeCancelled, "The call was cancelled by the client; its command was interrupted.", extra)
 	case errors.Is(err, session.ErrClosed):
-		return fail(codeSessionEnded, "The session was ended while this call ran (ssh_disconnect, a lease that ran out, or the server shutting down). Call ssh_connect again to start a new session, for example "+reconnectExample+".", merge(reply{"reason": "ended_during_call"}, extra))
+		return fail(codeSessionEnded, "The session was ended while this call ran (ssh_disconnect, a lease that ran out, or the server shutting down). Call ssh_connect again to start a new session, for example "+s.reconnect(c)+".", merge(reply{"reason": "ended_during_call"}, extra))
 	case errors.Is(err, session.ErrStart):
 		return fail(codeConnectFailed, "The shell did not start: "+err.Error()+". Check the target (its login shell must run bash, and its startup files must not wait for input), then call ssh_connect again.", nil)
 	case errors.Is(err, errOutputRead):

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/claim"
@@ -120,9 +121,15 @@ func (h *httpMode) listen(ctx context.Context, o *Options, log *slog.Logger) (ne
 		return ln, err
 	}
 	remoteOK := h.tls != nil || h.insecure
-	ln, err := web.Listen(ctx, h.addr, &web.ListenOptions{Logger: log, AllowRemote: remoteOK})
+	// Clients are configured with this address: a taken port is an
+	// error, never a move to another one.
+	ln, err := web.Listen(ctx, h.addr, &web.ListenOptions{Logger: log, AllowRemote: remoteOK, Exact: true})
 	if errors.Is(err, web.ErrNotLoopback) {
 		return nil, fmt.Errorf("--http %s is not a loopback address: serve it with --tls-cert and --tls-key, or pass --insecure-http to send bearer tokens in clear text knowingly", h.addr)
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		_, port, _ := net.SplitHostPort(h.addr)
+		return nil, fmt.Errorf("--http %s: port %s is in use (another tandem serve --http?): stop what listens there, or pass another port; clients configured with this URL would reach it, not this tandem: %w", h.addr, port, err)
 	}
 	if err != nil {
 		return nil, err

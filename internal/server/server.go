@@ -43,7 +43,7 @@ import (
 // Options are what the command line chose for one tandem.
 type Options struct {
 	ConfigPath   string        // --config; "" serves the embedded defaults
-	Workspace    string        // --workspace, without --config
+	Workspace    string        // --workspace: the local target's, with or without --config
 	Web          string        // the browser pages' address, in stdio mode
 	DataDir      string        // "" is DefaultDataDir
 	Store        string        // "" for SQLite in the data dir, or a postgres:// URL
@@ -117,6 +117,9 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Server, err err
 		return nil, fmt.Errorf("run dir: %w", err)
 	}
 	s.closers = append(s.closers, func() { os.RemoveAll(runDir) })
+	if err := ownFilesInWorkspace(&o, cfg); err != nil {
+		return nil, err
+	}
 	if s.refused, err = unsafeWorkspaces(cfg, o.ConfigPath != "" || o.Workspace != "", home, s.dataDir, runDir); err != nil {
 		return nil, err
 	}
@@ -348,9 +351,10 @@ func (s *Server) announce() {
 	}
 	announceDashboard(s.o, s.log, s.rec.inst, live)
 	if s.hm.on() {
-		s.log.Info("tandem serving MCP over HTTP", "endpoint", s.base+"/mcp", "dataDir", s.dataDir, "targets", strings.Join(targets, "; "))
+		mint := mintHint(s.o, s.cfg)
+		s.log.Info("tandem serving MCP over HTTP", "endpoint", s.base+"/mcp", "dataDir", s.dataDir, "targets", strings.Join(targets, "; "), "token", mint)
 		if s.o.Plain != nil {
-			fmt.Fprintf(s.o.Plain, "tandem: MCP endpoint %s/mcp\n", s.base)
+			fmt.Fprintf(s.o.Plain, "tandem: MCP endpoint %s/mcp (every request needs a bearer token; mint one for a working day: %s)\n", s.base, mint)
 		}
 		return
 	}

@@ -56,6 +56,7 @@ type SSHDServer struct {
 	exited   chan struct{}
 	logFile  string
 	killOnce sync.Once
+	extra    string // sshd_config lines before the fixture's own
 }
 
 // SSHD starts sshd for t and stops it, with every process it spawned, in
@@ -63,6 +64,18 @@ type SSHDServer struct {
 // Missing), so CI can never pass by skipping.
 func SSHD(t testing.TB) *SSHDServer {
 	t.Helper()
+	return SSHDConfig(t, "")
+}
+
+// SSHDConfig is SSHD with more sshd_config lines, which take precedence
+// over the fixture's own (sshd keeps a keyword's first value): for
+// example "KbdInteractiveAuthentication yes" to offer keyboard-interactive
+// as an sshd without PAM does, refusing every answer.
+func SSHDConfig(t testing.TB, extra string) *SSHDServer {
+	t.Helper()
+	if extra != "" && !strings.HasSuffix(extra, "\n") {
+		extra += "\n"
+	}
 	if _, err := os.Stat(SSHDPath); err != nil {
 		Missing(t, "testenv: %s not found: install openssh-server", SSHDPath)
 	}
@@ -84,6 +97,7 @@ func SSHD(t testing.TB) *SSHDServer {
 		KnownHostsFile: filepath.Join(dir, "known_hosts"),
 		logFile:        filepath.Join(dir, "sshd.log"),
 		Home:           filepath.Join(dir, "home"),
+		extra:          extra,
 	}
 	if err := os.Mkdir(s.Home, 0o755); err != nil {
 		t.Fatalf("testenv: %v", err)
@@ -121,7 +135,7 @@ func (s *SSHDServer) start(t testing.TB, dir string) error {
 	s.Addr = net.JoinHostPort(s.Host, strconv.Itoa(s.Port))
 
 	cfg := filepath.Join(dir, "sshd_config")
-	base := fmt.Sprintf(`ListenAddress %s
+	base := s.extra + fmt.Sprintf(`ListenAddress %s
 Port %d
 HostKey %s
 AuthorizedKeysFile %s

@@ -28,12 +28,18 @@ type ListenOptions struct {
 	// and "0.0.0.0", all interfaces); it then logs a warning saying so.
 	// False, the zero value, refuses such a host with ErrNotLoopback.
 	AllowRemote bool
+	// Exact makes a taken port an error (wrapping syscall.EADDRINUSE)
+	// instead of a move to a free one: for an address that clients are
+	// configured with, such as HTTP mode's /mcp, where a move would leave
+	// them talking to whatever holds the port.
+	Exact bool
 }
 
 // Listen opens the web listener on addr (host:port; "" means DefaultAddr).
 // If the port is taken, it logs a warning and listens on the same host on a
 // port the kernel picks, so a second tandem still starts; read the actual
-// address from the listener.
+// address from the listener. With [ListenOptions.Exact] a taken port is
+// an error instead.
 func Listen(ctx context.Context, addr string, opts *ListenOptions) (net.Listener, error) {
 	var o ListenOptions
 	if opts != nil {
@@ -63,7 +69,7 @@ func Listen(ctx context.Context, addr string, opts *ListenOptions) (net.Listener
 
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
-	if errors.Is(err, syscall.EADDRINUSE) && port != "0" {
+	if errors.Is(err, syscall.EADDRINUSE) && port != "0" && !o.Exact {
 		ln, err = lc.Listen(ctx, "tcp", net.JoinHostPort(host, "0"))
 		if err == nil {
 			log.Warn(fmt.Sprintf("port %s on %s is in use; listening on %s instead", port, host, ln.Addr()),

@@ -114,8 +114,12 @@ func answerPassword(password string) ssh.KeyboardInteractiveChallenge {
 }
 
 // isAuthFailure reports whether a handshake error means the server
-// refused every credential.
+// refused every credential. An sshd without PAM that offers
+// keyboard-interactive refuses it with a failure (message 51) before any
+// prompt (60), which x/crypto/ssh reports as an unexpected message: a
+// refusal all the same.
 func isAuthFailure(err error) bool {
 	msg := strings.ToLower(err.Error())
-	return strings.Contains(msg, "unable to authenticate") || strings.Contains(msg, "too many authentication failures")
+	return strings.Contains(msg, "unable to authenticate") || strings.Contains(msg, "too many authentication failures") ||
+		strings.Contains(msg, "unexpected message type 51 (expected 60)")
 }

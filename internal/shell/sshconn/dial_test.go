@@ -179,6 +179,31 @@ func TestDialAuthPassword(t *testing.T) {
 	}
 }
 
+// TestKeyboardInteractiveRefusalIsAuth: OpenSSH without PAM that offers
+// keyboard-interactive refuses it at once, without a prompt (SSH message
+// 51 where the client waits for 60). That is a refusal of the
+// credentials, ErrAuth (auth_failed), not a server that speaks no SSH.
+func TestKeyboardInteractiveRefusalIsAuth(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, config string }{
+		{"publickey,keyboard-interactive", "KbdInteractiveAuthentication yes\n"},
+		{"publickey,keyboard-interactive,password", "KbdInteractiveAuthentication yes\nPasswordAuthentication yes\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := testenv.SSHDConfig(t, tc.config)
+			o := &sshconn.Options{Host: srv.Host, Port: srv.Port, User: srv.User, KnownHostsFile: srv.KnownHostsFile, Password: "wrong-password"}
+			_, err := dial(t, o, echo)
+			if !errors.Is(err, sshconn.ErrAuth) {
+				t.Fatalf("dial with a wrong password: got %v, want %v", err, sshconn.ErrAuth)
+			}
+			if strings.Contains(err.Error(), "wrong-password") {
+				t.Fatalf("error leaks the password: %v", err)
+			}
+		})
+	}
+}
+
 func TestHostKeyAcceptNewPins(t *testing.T) {
 	t.Parallel()
 	srv := testenv.SSHD(t)
