@@ -133,7 +133,7 @@ func TestLongPasteOutputsReadable(t *testing.T) {
 // stops at limits.recordingBytes.
 func TestKeptOutputBound(t *testing.T) {
 	const limit = 4 << 20
-	s := localSession(t, serverOpts{config: fmt.Sprintf("targets:\n  - {name: local, kind: local, workspace: .}\nlimits:\n  keptOutputBytes: %d\n  recordingBytes: %d\n", limit, limit/2)})
+	s := localSession(t, serverOpts{config: fmt.Sprintf("targets:\n  - {name: local, kind: local, workspace: ws}\nlimits:\n  keptOutputBytes: %d\n  recordingBytes: %d\n", limit, limit/2)})
 	flood := mustOK(t, s.exec(t, "head -c 40000000 /dev/zero | tr '\\0' y"))
 	res := flood["result"].(map[string]any)
 	if res["stdoutBytes"] != float64(limit/2) || !strings.Contains(str(res["stdoutError"]), "not kept") {
