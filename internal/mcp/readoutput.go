@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"time"
 	"unicode/utf8"
@@ -50,6 +51,7 @@ func (s *Server) readOutput(ctx context.Context, c session.Caller, a readOutputA
 		return nil, err
 	}
 	var stream capture
+	var waitState reply // what the command does, when the wait ended for it
 	rec, done, found := sess.Command(a.CommandID)
 	if !found {
 		return nil, unknownCommand(sess, a.CommandID)
@@ -99,10 +101,14 @@ func (s *Server) readOutput(ctx context.Context, c session.Caller, a readOutputA
 			if a.Stream == "stderr" {
 				i = 1
 			}
-			sess.WaitCommand(ctx, a.CommandID, waitArg(w, 0), func(rec session.Record, done bool) bool {
+			st, settled := sess.WaitOutput(ctx, a.CommandID, waitArg(w, 0), func(rec session.Record, done bool) bool {
 				return done || [2]capture{rec.Stdout, rec.Stderr}[i].Size() > want
 			})
 			rec, done, _ = sess.Command(a.CommandID)
+			if settled && !done {
+				waitState = reply{}
+				stateFields(waitState, st)
+			}
 		}
 	}
 	total := stream.Size()
@@ -119,6 +125,7 @@ func (s *Server) readOutput(ctx context.Context, c session.Caller, a readOutputA
 	}
 
 	r := reply{"commandId": rec.ID, "stream": a.Stream, "totalBytes": total, "running": !done}
+	maps.Copy(r, waitState)
 	if n := rec.Redacted.Stdout; a.Stream == "stdout" && n > 0 {
 		r["redacted"] = n
 	} else if n := rec.Redacted.Stderr; a.Stream == "stderr" && n > 0 {
