@@ -20,6 +20,10 @@ func TestWaitingForInput(t *testing.T) {
 		{"read builtin", `read -p "Name: " x`, "Name: ", true},
 		{"python input", `python3 -c 'input("Continue? [y/N] ")'`, "Continue? [y/N] ", true},
 		{"cat", `echo reading; cat`, "reading", true},
+		{"node raw mode", `node -e 'process.stdout.write("Pick: "); process.stdin.setRawMode(true); process.stdin.once("data", () => process.exit(0))'`, "Pick: ", true},
+		{"node canonical", `node -e 'process.stdout.write("Name: "); process.stdin.once("data", () => process.exit(0))'`, "Name: ", true},
+		{"node raw mode, not reading", `node -e 'process.stdin.setRawMode(true); process.stdout.write("computing"); setTimeout(() => {}, 30000)'`, "computing", false},
+		{"computing", `printf working; while :; do :; done`, "working", false},
 		{"sleep", `echo working; sleep 30`, "working", false},
 		{"stdin redirected", `echo piped; cat < /dev/zero > /dev/null`, "piped", false},
 	}

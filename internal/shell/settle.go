@@ -12,16 +12,13 @@ import (
 // watcher looks at the command every settleEvery. A command is settled
 // when two looks in a row, settleEvery apart, found it waiting for input
 // with no output shown and no key typed between them, or found the
-// alternate screen on. The first look comes only after settleQuiet without
-// output: a command that printed "working..." and computes, or sleeps, is
-// never blocked reading the terminal, and one that prints does not settle.
+// alternate screen on (switched on by this command). A look is taken only
+// when nothing was shown since the tick before: a command that printed
+// "working..." and computes, or sleeps, is never blocked reading the
+// terminal, and one that prints does not settle.
 
 // settleEvery is the time between two looks at a running command.
 const settleEvery = 250 * time.Millisecond
-
-// settleQuiet is how long the terminal must have shown nothing before a
-// look counts.
-const settleQuiet = 250 * time.Millisecond
 
 // settledState is what two agreeing looks found, with the marks that keep
 // it true: the terminal's output end and the keys typed at that time.
@@ -53,7 +50,7 @@ func (s *Shell) fullScreenLocked(a *agentRun) bool {
 func (s *Shell) settledLocked(a *agentRun) (InputState, bool) {
 	z := a.settle.found
 	switch {
-	case z == nil || s.agent != a || a.phase != phaseAccepted:
+	case z == nil || s.agent != a || a.phase != phaseAccepted || s.lateInput:
 		return InputState{}, false
 	case z.st.FullScreen:
 		return z.st, s.fullScreenLocked(a)
@@ -79,9 +76,8 @@ func (s *Shell) watchSettle(a *agentRun) (stop func()) {
 		t := time.NewTicker(settleEvery)
 		defer t.Stop()
 		var (
-			prev      *look
-			lastEnd   int64 = -1
-			quietFrom time.Time
+			prev    *look
+			lastEnd int64 = -1
 		)
 		for {
 			select {
@@ -94,15 +90,14 @@ func (s *Shell) watchSettle(a *agentRun) (stop func()) {
 				s.mu.Unlock()
 				return
 			}
-			ready := a.phase == phaseAccepted && a.started
+			// Once the shell drew its next prompt the command is ending:
+			// the shell, not the command, waits at it.
+			ready := a.phase == phaseAccepted && a.started && !s.lateInput
 			l := look{end: s.live.End(), agentSeq: s.src.agentSeq, humanSeq: a.humanSeq, full: s.fullScreenLocked(a)}
 			last := lastLine(a.lastOut)
 			s.mu.Unlock()
-			now := time.Now()
-			if l.end != lastEnd {
-				lastEnd, quietFrom = l.end, now
-			}
-			quiet := now.Sub(quietFrom) >= settleQuiet
+			quiet := l.end == lastEnd
+			lastEnd = l.end
 			if !ready || (!quiet && !l.full) {
 				prev = nil
 				continue
