@@ -17,8 +17,15 @@ import (
 // "working..." and computes, or sleeps, is never blocked reading the
 // terminal, and one that prints does not settle.
 
-// settleEvery is the time between two looks at a running command.
-const settleEvery = 250 * time.Millisecond
+// settleEvery is the time between two looks at a running command; after
+// each look that found it neither waiting nor full-screen the next comes
+// twice as late, up to settleSlowest, and output brings it back: a long
+// quiet command (a sleep, a build) is looked at once a second, which over
+// SSH is a channel and a few forks on the server each time.
+const (
+	settleEvery   = 250 * time.Millisecond
+	settleSlowest = time.Second
+)
 
 // settledState is what two agreeing looks found, with the marks that keep
 // it true: the terminal's output end and the keys typed at that time.
@@ -73,13 +80,15 @@ func (s *Shell) watchSettle(a *agentRun) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(settleEvery)
+		t := time.NewTimer(time.Hour)
 		defer t.Stop()
 		var (
 			prev    *look
 			lastEnd int64 = -1
+			delay   = settleEvery
 		)
 		for {
+			t.Reset(delay)
 			select {
 			case <-ctx.Done():
 				return
@@ -99,17 +108,17 @@ func (s *Shell) watchSettle(a *agentRun) (stop func()) {
 			quiet := l.end == lastEnd
 			lastEnd = l.end
 			if !ready || (!quiet && !l.full) {
-				prev = nil
+				prev, delay = nil, settleEvery
 				continue
 			}
 			st := InputState{FullScreen: l.full}
 			s.probeInputCtx(ctx, &st)
 			if !l.full && !(st.Known && st.WaitingForInput) {
-				prev = nil
+				prev, delay = nil, min(2*delay, settleSlowest)
 				continue
 			}
 			if prev == nil || prev.full != l.full || (!l.full && *prev != l) {
-				prev = &l
+				prev, delay = &l, settleEvery
 				continue
 			}
 			st.LastLine = s.redactText(last)
