@@ -85,7 +85,7 @@ func (s *Shell) watchSettle(a *agentRun) (stop func()) {
 		var (
 			prev    *look
 			lastEnd int64 = -1
-			delay   = settleEvery
+			delay         = settleEvery
 		)
 		for {
 			t.Reset(delay)

@@ -1,8 +1,11 @@
 package sshconn_test
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,6 +34,7 @@ func TestWaitingForInputOf(t *testing.T) {
 	pid, _ := strconv.Atoi(tm.waitFor(t, `PID=(\d+)=`)[1])
 	tm.waitFor(t, `[$#] $`)
 
+	stop := filepath.Join(t.TempDir(), "stop")
 	tests := []struct {
 		name, line, shown string // typed at bash's prompt; shown once it runs
 		waiting           bool
@@ -42,7 +46,9 @@ func TestWaitingForInputOf(t *testing.T) {
 		{"python input", `python3 -c 'import readline; input("Q? ")'`, `Q\? $`, true},
 		{"sleep", `printf working...; sleep 30`, `working\.\.\.$`, false},
 		{"computing", `printf computing...; while :; do :; done`, `computing\.\.\.$`, false},
-		{"node raw mode, not reading", `node -e 'process.stdin.setRawMode(true); process.stdout.write("timer..."); setTimeout(() => process.exit(0), 4000)'`, `timer\.\.\.$`, false},
+		// It ends once stop exists: in raw mode Ctrl-C is a key it does not read.
+		{"node raw mode, not reading", `node -e 'process.stdin.setRawMode(true); process.stdout.write("timer..."); ` +
+			`setInterval(() => { if (require("fs").existsSync(process.argv[1])) { process.stdin.setRawMode(false); process.exit(0) } }, 50)' ` + stop, `timer\.\.\.$`, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,7 +70,13 @@ func TestWaitingForInputOf(t *testing.T) {
 			if got != tc.waiting {
 				t.Errorf("WaitingForInputOf = %v; want %v", got, tc.waiting)
 			}
-			tm.send(t, "\x03") // raw mode takes it as a key: the node prompt exits on it, the timer on its own
+			if strings.HasSuffix(tc.line, stop) {
+				if err := os.WriteFile(stop, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				tm.send(t, "\x03") // the raw-mode prompt takes it as a key, and exits
+			}
 			tm.waitFor(t, `[$#] $`)
 		})
 	}
