@@ -36,7 +36,7 @@ func TestWaitingAnswersAtOnce(t *testing.T) {
 		{"read -p", `read -p "Continue? [y/N] " a; echo "answer=$a"`, "Continue? [y/N] ", "", false, "y", "answer=y\n"},
 		{"raw mode", rawPrompt, "Pick a color (r/g/b): ", "node -e 0", false, "g", "picked g"},
 		{"npm init", `cd "$(mktemp -d)" && npm init`, "package name:", "npm --version", false, "", ""},
-		{"full screen", `python3 -c 'import sys; sys.stdout.write("\x1b[?1049hmenu"); sys.stdout.flush(); sys.stdin.read(1)'`, "", "python3 -c 0", true, "", ""},
+		{"full screen", `python3 -c 'import sys, time; sys.stdout.write("\x1b[?1049hmenu"); sys.stdout.flush(); time.sleep(60)'`, "", "python3 -c 0", true, "", ""},
 	}
 	busy := []struct{ name, cmd, stdout string }{
 		{"sleeps", `printf working...; sleep 4; echo done`, "working...done\n"},
@@ -97,6 +97,16 @@ func TestWaitingAnswersAtOnce(t *testing.T) {
 				if !strings.Contains(str(out["data"]), w.want) {
 					t.Errorf("%s: stdout %q; want %q", w.name, out["data"], w.want)
 				}
+			}
+			// The audit says why the call answered before its timeout.
+			why := map[string]bool{}
+			for _, rec := range auditJSON(t, srv.dataDir) {
+				if rec.Tool == "ssh_exec" && rec.Outcome == "command_timeout" {
+					why[rec.Reason[strings.Index(rec.Reason, ":")+1:]] = true
+				}
+			}
+			if !why[" still running, waiting for input on its terminal"] || !why[" still running, a full-screen program shows"] {
+				t.Errorf("the audit's reasons for the early answers: %v", why)
 			}
 			for _, b := range busy {
 				start := time.Now()
