@@ -1,9 +1,15 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tandem-sh/tandem/internal/execguard"
+	"github.com/tandem-sh/tandem/internal/testenv"
 )
 
 // settleBound is how soon a call must answer for a command that waits for
@@ -152,5 +158,26 @@ func TestTimeoutNote(t *testing.T) {
 		if tc.note != (note != "") || (tc.note && !strings.Contains(note, "60 s")) {
 			t.Errorf("timeoutSeconds %g: timeoutNote %q", tc.timeout, note)
 		}
+	}
+}
+
+// TestWaitingAfterApproval: a command whose program waited for the
+// client's approval and then waits at a prompt answers command_timeout
+// with waitingForInput within seconds of the prompt, not at its timeout.
+func TestWaitingAfterApproval(t *testing.T) {
+	if err := execguard.Available(); err != nil {
+		testenv.Missing(t, "%v", err)
+	}
+	ws := t.TempDir()
+	repo := gitPushRepo(t, ws)
+	cfg := gitPushPolicy(ws, "ask", "", "approvals: {waitSeconds: 50, timeoutSeconds: 300}\n")
+	srv := startServer(t, serverOpts{config: cfg, elicit: func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+		return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"decision": "approve"}}, nil
+	}})
+	tok := str(mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": "g"}))["sessionToken"])
+	start := time.Now()
+	r := wantError(t, sess{srv, "g", tok}.exec(t, "cd "+repo+" && ./push.sh && read -p 'Pushed. Deploy? [y/N] ' x", 50), "command_timeout")
+	if took := time.Since(start); took > 10*time.Second || r["waitingForInput"] != true || r["lastLine"] != "Pushed. Deploy? [y/N] " {
+		t.Errorf("after %v: %v", took, r)
 	}
 }
