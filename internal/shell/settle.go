@@ -39,8 +39,8 @@ type settledState struct {
 // settleMarks is what the watchers of one agent command found.
 type settleMarks struct {
 	found   *settledState
-	based   bool
-	altBase int // s.alt.ons when the command was claimed
+	based   bool // altBase is set (Exec claimed the command)
+	altBase int  // s.alt.ons when the command was claimed
 }
 
 // fullScreenLocked reports whether a full-screen program of the agent
