@@ -85,8 +85,14 @@ func (s *Shell) State(id string) (InputState, bool) {
 }
 
 // probeInput asks the backend whether the command waits for input and, on
-// a full screen, which program shows it (see probeInputCtx).
-func (s *Shell) probeInput(st *InputState) { s.probeInputCtx(context.Background(), st) }
+// a full screen, which program shows it (see probeInputCtx), for a reply
+// that is about to go: over SSH it waits at most probeReplyMax.
+func (s *Shell) probeInput(st *InputState) {
+	s.probeInputCtx(context.Background(), st, probeReplyMax)
+}
+
+// probeReplyMax bounds the look over SSH that a reply waits for.
+const probeReplyMax = 300 * time.Millisecond
 
 // probeConn is probeInput for a backend that sees the terminal itself.
 func (s *Shell) probeConn(st *InputState) {

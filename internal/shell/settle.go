@@ -112,7 +112,7 @@ func (s *Shell) watchSettle(a *agentRun) (stop func()) {
 				continue
 			}
 			st := InputState{FullScreen: l.full}
-			s.probeInputCtx(ctx, &st)
+			s.probeInputCtx(ctx, &st, settleProbeMax)
 			if !l.full && !(st.Known && st.WaitingForInput) {
 				prev, delay = nil, min(2*delay, settleSlowest)
 				continue
@@ -139,12 +139,12 @@ func (s *Shell) watchSettle(a *agentRun) (stop func()) {
 }
 
 // probeInputCtx asks the backend whether the command waits for input
-// (over SSH, from the shell's side, bounded by ctx) and, on a full screen,
-// which program shows it.
-func (s *Shell) probeInputCtx(ctx context.Context, st *InputState) {
+// (over SSH, from the shell's side, within bound and ctx) and, on a full
+// screen, which program shows it.
+func (s *Shell) probeInputCtx(ctx context.Context, st *InputState, bound time.Duration) {
 	if w, ok := s.conn.(ShellInputWaiter); ok {
 		if pid := s.PID(); pid > 0 {
-			ctx, cancel := context.WithTimeout(ctx, settleProbeMax)
+			ctx, cancel := context.WithTimeout(ctx, bound)
 			defer cancel()
 			if waiting, err := w.WaitingForInputOf(ctx, pid); err == nil {
 				st.Known, st.WaitingForInput = true, waiting
@@ -154,7 +154,7 @@ func (s *Shell) probeInputCtx(ctx context.Context, st *InputState) {
 	s.probeConn(st)
 }
 
-// settleProbeMax bounds one look over SSH.
+// settleProbeMax bounds one look over SSH by a watcher.
 const settleProbeMax = 3 * time.Second
 
 // WaitAgent waits, as Wait does, until cond holds, ctx ends or d passes,
