@@ -218,9 +218,16 @@ func TestAttachUnderTmux(t *testing.T) {
 
 	// The shell's own read of its terminal: what arrives within 2 s of the
 	// queries. Without the filters, tmux's answers arrive here at once.
-	r := result(t, s.exec(t, `printf '\033[6n\033[c\033[>c\033[>q\033]11;?\a\033[?2004$p\033P$qm\033\\'; `+
-		`IFS= read -rs -t 2 -d '' got; printf 'answers:[%q]\n' "$got"`))
-	if out := str(r["stdout"]); !strings.Contains(out, "answers:['']") {
+	// The read waits for keys: the call answers so (waitingForInput), and
+	// the command ends on its own after 2 s.
+	r := wantError(t, s.exec(t, `printf '\033[6n\033[c\033[>c\033[>q\033]11;?\a\033[?2004$p\033P$qm\033\\'; `+
+		`IFS= read -rs -t 2 -d '' got; printf 'answers:[%q]\n' "$got"`), "command_timeout")
+	if r["waitingForInput"] != true {
+		t.Fatalf("the read of the terminal: %v", r)
+	}
+	waitCommand(t, s, str(r["commandId"]))
+	r = mustOK(t, srv.call(t, "ssh_read_output", map[string]any{"sessionName": "tm", "sessionToken": tok, "commandId": r["commandId"]}))
+	if out := str(r["data"]); !strings.Contains(out, "answers:['']") {
 		t.Fatalf("the shell's terminal got answers: %q", out)
 	}
 	pane.waitScreen(t, "answers:")

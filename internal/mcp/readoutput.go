@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"strings"
 	"time"
@@ -53,6 +54,7 @@ func (s *Server) readOutput(ctx context.Context, c session.Caller, a readOutputA
 		return nil, err
 	}
 	var stream capture
+	var waitState reply // what the command does, when the wait ended for it
 	rec, done, found := sess.Command(a.CommandID)
 	if !found {
 		return nil, unknownCommand(sess, a.CommandID)
@@ -104,10 +106,14 @@ func (s *Server) readOutput(ctx context.Context, c session.Caller, a readOutputA
 			if a.Stream == "stderr" {
 				i = 1
 			}
-			sess.WaitCommand(ctx, a.CommandID, waitArg(w, 0), func(rec session.Record, done bool) bool {
+			st, settled := sess.WaitOutput(ctx, a.CommandID, waitArg(w, 0), func(rec session.Record, done bool) bool {
 				return done || [2]capture{rec.Stdout, rec.Stderr}[i].Size() > want
 			})
 			rec, done, _ = sess.Command(a.CommandID)
+			if settled && !done {
+				waitState = reply{}
+				stateFields(waitState, st)
+			}
 		}
 	}
 	total := stream.Size()
@@ -127,6 +133,7 @@ func (s *Server) readOutput(ctx context.Context, c session.Caller, a readOutputA
 		return nil, commandGone(sess, a.CommandID) // removed since it was found
 	}
 	r := reply{"commandId": rec.ID, "stream": a.Stream, "totalBytes": total, "running": !done}
+	maps.Copy(r, waitState)
 	if n := rec.Redacted.Stdout; a.Stream == "stdout" && n > 0 {
 		r["redacted"] = n
 	} else if n := rec.Redacted.Stderr; a.Stream == "stderr" && n > 0 {

@@ -196,8 +196,9 @@ var replyFields = schema{
 	"signal":               typed("string", "shell_exited: the signal that ended the shell."),
 	"userActivitySince":    typed("string", "user_activity_detected: when the first human command started (RFC 3339)."),
 	"userCommands":         arrayOf("user_activity_detected: every command the human ran since your last call, in order.", userCommandSchema),
-	"waitingForInput":      typed("boolean", "command_timeout, ssh_send_input: true when the command waits for keys from the terminal (a prompt, getpass, a REPL); answer with ssh_send_input. Present where tandem can tell (local sessions)."),
-	"fullScreen":           typed("boolean", "command_timeout, ssh_send_input: a full-screen program (vim, less, top) shows the alternate screen."),
+	"waitingForInput":      typed("boolean", "command_timeout, ssh_send_input, ssh_read_output: true when the command waits for keys from the terminal (a prompt, getpass, a REPL, a raw-mode prompt such as npm init's); answer with ssh_send_input. ssh_exec and ssh_read_output's waitSeconds return within about a second once it does. Present where tandem can tell (local sessions; over SSH where the login may read its processes' /proc/PID/syscall)."),
+	"fullScreen":           typed("boolean", "command_timeout, ssh_send_input, ssh_read_output: a full-screen program (vim, less, top) shows the alternate screen; ssh_exec and waitSeconds return once it does."),
+	"timeoutNote":          typed("string", "ssh_exec with timeoutSeconds over 55: common clients give up on a call after 60 s (and cancelling it interrupts the command); use at most 55 and follow longer commands with ssh_read_output."),
 	"program":              typed("string", "With fullScreen: the program that holds the terminal, where tandem can tell."),
 	"lastLine":             typed("string", "command_timeout: the last line the command printed, e.g. the prompt it waits at."),
 	"connection":           typed("string", "approval_pending: the host:port a program of the command waits to reach, which the network allowlist does not list."),
@@ -247,7 +248,7 @@ var (
 
 	execSchema = inputSchema(merge(sessionProps, schema{
 		"command":        typed("string", "The command line, run by bash in the shared shell (up to 1 MiB)."),
-		"timeoutSeconds": typed("number", "How long to wait for the command (default 50, under the 60 s request timeout of common clients). It keeps running after that: read it back with ssh_read_output, or stop it with ssh_cancel."),
+		"timeoutSeconds": typed("number", "How long to wait for the command (default 50, under the 60 s request timeout of common clients; over 55 the reply carries a timeoutNote). The call answers command_timeout sooner once the command waits for input or shows a full-screen program. It keeps running after that: read it back with ssh_read_output, or stop it with ssh_cancel."),
 	}), "sessionName", "sessionToken", "command")
 
 	connectSchema = inputSchema(schema{
@@ -271,7 +272,7 @@ var (
 		"encoding":  schema{"type": "string", "enum": []string{"text", "base64"}, "default": "text", "description": "text: data as text, bytes that are not UTF-8 shown as U+FFFD (lossy), or base64 when mostly binary; base64: the exact bytes, base64-encoded. Not with grep."},
 		"grep":      typed("string", "An RE2 pattern: return the matching lines with their line numbers instead of raw bytes."),
 		"context":   merge(typed("integer", "With grep: how many lines before and after each match to return too (default 0), like grep -C; overlapping context is returned once."), schema{"minimum": 0, "maximum": grepContextMax}),
-		"waitSeconds": merge(typed("number", "While the command runs and has no output at offset yet (past its end, for a negative offset): wait up to this long for some, or for the command's end, instead of answering at once (default 0). Follow a running command with offset set to the last nextOffset or totalBytes."),
+		"waitSeconds": merge(typed("number", "While the command runs and has no output at offset yet (past its end, for a negative offset): wait up to this long for some, or for the command's end, instead of answering at once (default 0). The wait also ends, with waitingForInput or fullScreen, once the command waits for keys or shows a full-screen program. Follow a running command with offset set to the last nextOffset or totalBytes."),
 			schema{"minimum": 0, "maximum": readWaitMax.Seconds()}),
 	}), "sessionName", "sessionToken", "commandId")
 

@@ -441,6 +441,13 @@ func (s *Server) audit(ctx context.Context, c session.Caller, tool string, info 
 			codeCancelled: "interrupted, the client cancelled the call",
 			codeTimeout:   "still running after the call's timeout",
 		}[outcome]
+		switch {
+		case outcome != codeTimeout:
+		case r["waitingForInput"] == true:
+			rec.Reason = "command " + info.commandID + ": still running, waiting for input on its terminal"
+		case r["fullScreen"] == true:
+			rec.Reason = "command " + info.commandID + ": still running, a full-screen program shows"
+		}
 	}
 	if cl := info.claims; cl != nil {
 		rec.Actor, rec.SID, rec.JTI, rec.ClaimFingerprint = cl.Actor, cl.SID, cl.JTI, cl.Fingerprint

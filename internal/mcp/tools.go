@@ -182,7 +182,7 @@ func (s *Server) exec(ctx context.Context, c session.Caller, a execArgs) (reply,
 		return nil, err
 	}
 	rec, err := s.judgedExec(ctx, c, sess, a.Command, timeout)
-	return s.execReply(ctx, c, sess, rec, err, "")
+	return s.noteTimeout(c, timeout)(s.execReply(ctx, c, sess, rec, err, ""))
 }
 
 // execReply is an ssh_exec's reply for its command's record, or the error

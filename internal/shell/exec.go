@@ -185,6 +185,7 @@ type agentRun struct {
 	incomplete bool           // bash asked for a continuation line
 	tentative  [2]*term.Event // end marks read while a program held the terminal
 	lastOut    []byte         // the end of the output, both streams, for lastLine
+	settle     settleMarks    // whether it waits for input or shows a full screen (settle.go)
 	// later is viewer input from an interrupt key on, held until the
 	// command has started; releasing while it is being sent.
 	later     []byte
@@ -251,8 +252,13 @@ func (s *Shell) Exec(ctx context.Context, command string, o ExecOptions) (Record
 	if err := s.stage(ctx, a, min(stageLimit(len(command)), o.Timeout)); err != nil {
 		return Record{}, err
 	}
+	stopSettle := s.watchSettle(a)
 	s.mu.Lock()
-	err = s.waitUntil(ctx, time.Until(deadline), func() bool { return a.phase == phaseDone || a.holdExpired() })
+	err = s.waitUntil(ctx, time.Until(deadline), func() bool {
+		_, settled := s.settledLocked(a)
+		return a.phase == phaseDone || a.holdExpired() || settled
+	})
+	settled, isSettled := s.settledLocked(a)
 	held := ""
 	if err == nil && a.phase != phaseDone {
 		held, err = a.held, errDeadline
@@ -264,6 +270,7 @@ func (s *Shell) Exec(ctx context.Context, command string, o ExecOptions) (Record
 	rec := a.partial()
 	last := bytes.Clone(a.lastOut)
 	s.mu.Unlock()
+	stopSettle()
 	switch {
 	case err == nil:
 		if lost := s.lostReason(); a.hooks && lost != "" {
@@ -281,10 +288,14 @@ func (s *Shell) Exec(ctx context.Context, command string, o ExecOptions) (Record
 			return rec, fmt.Errorf("exec: %w: %s", ErrIntegrationLost, s.lostReason())
 		}
 		s.mu.Lock()
-		full := s.alt.on
+		full := s.fullScreenLocked(a)
 		s.mu.Unlock()
 		te := &TimeoutError{Partial: rec, State: InputState{LastLine: s.redactText(lastLine(last)), FullScreen: full}, Held: held}
-		s.probeInput(&te.State)
+		if isSettled && held == "" {
+			te.State = settled
+		} else {
+			s.probeInput(&te.State)
+		}
 		return rec, te
 	case ctx.Err() != nil:
 		// The caller is gone: never leave its command running unseen.
@@ -365,6 +376,7 @@ func (s *Shell) claim(ctx context.Context, command string, o ExecOptions) (*agen
 			Stdout: s.opts.Spool.New(id + ".stdout"), Stderr: s.opts.Spool.New(id + ".stderr")},
 		onOutput: o.OnOutput,
 		holdWait: o.HoldWait,
+		settle:   settleMarks{based: true, altBase: s.alt.ons},
 	}
 	for i, name := range []string{id + ".stdout", id + ".stderr"} {
 		a.out[i] = s.newOut(sinkFunc(func(p []byte) { a.captured(i, p) }), name)

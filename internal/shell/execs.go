@@ -228,7 +228,12 @@ func (s *Shell) AwaitHeld(ctx context.Context, id string, d time.Duration, skip 
 		return "", false, nil
 	}
 	stop := func() bool { return a.holdExpired() && a.held != skip }
-	err = s.waitUntil(ctx, d, func() bool { return !ours() || stop() })
+	// As Exec, it answers once the command waits for input (settle.go).
+	defer s.watchSettle(a)()
+	err = s.waitUntil(ctx, d, func() bool {
+		_, settled := s.settledLocked(a)
+		return !ours() || stop() || settled
+	})
 	running = ours()
 	if running && stop() {
 		held, err = a.held, nil

@@ -12,6 +12,7 @@ import (
 // full-screen programs (vim, less, top) draw, from the bytes viewers see.
 type altScreen struct {
 	on   bool
+	ons  int    // counts the chunks that switch it on (see fullScreenLocked)
 	tail []byte // the end of the last chunk, which may start a switch
 }
 
@@ -31,6 +32,7 @@ func (a *altScreen) feed(p []byte) {
 	for _, m := range altOn {
 		if i := bytes.LastIndex(b, m); i > last {
 			last, on = i, true
+			a.ons++
 		}
 	}
 	for _, m := range altOff {
@@ -76,15 +78,24 @@ func (s *Shell) State(id string) (InputState, bool) {
 		s.mu.Unlock()
 		return InputState{}, false
 	}
-	st := InputState{LastLine: s.redactText(lastLine(a.lastOut)), FullScreen: s.alt.on}
+	st := InputState{LastLine: s.redactText(lastLine(a.lastOut)), FullScreen: s.fullScreenLocked(a)}
 	s.mu.Unlock()
 	s.probeInput(&st)
 	return st, true
 }
 
 // probeInput asks the backend whether the command waits for input and, on
-// a full screen, which program shows it.
+// a full screen, which program shows it (see probeInputCtx), for a reply
+// that is about to go: over SSH it waits at most probeReplyMax.
 func (s *Shell) probeInput(st *InputState) {
+	s.probeInputCtx(context.Background(), st, probeReplyMax)
+}
+
+// probeReplyMax bounds the look over SSH that a reply waits for.
+const probeReplyMax = 300 * time.Millisecond
+
+// probeConn is probeInput for a backend that sees the terminal itself.
+func (s *Shell) probeConn(st *InputState) {
 	if iw, ok := s.conn.(InputWaiter); ok {
 		if w, err := iw.WaitingForInput(); err == nil {
 			st.Known, st.WaitingForInput = true, w

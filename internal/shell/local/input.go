@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -15,13 +16,13 @@ import (
 
 var _ shell.InputWaiter = (*conn)(nil)
 
-// WaitingForInput reports whether a process of the terminal's foreground
-// process group waits for keys from the session's terminal: blocked in
-// read(2) on it, whatever fd it holds it as (getpass and `read <
-// /dev/tty` open /dev/tty), or, with the terminal out of canonical mode
-// (a line editor, a REPL, a full-screen program), blocked in poll or
-// select. It reads /proc, which tandem may for its own descendants; a
-// process it cannot inspect counts as not waiting.
+// WaitingForInput reports whether the command in the terminal's
+// foreground process group waits for keys from the session's terminal
+// (see shell.WaitsForInput for the evidence that counts): every thread of
+// the group, with the descriptors of each process that are the terminal
+// (its pts, or /dev/tty as getpass and `read < /dev/tty` open it) and the
+// epoll sets that watch one. It reads /proc, which tandem may for its own
+// descendants; a process it cannot inspect counts as not waiting.
 func (c *conn) WaitingForInput() (bool, error) {
 	var pgrp, ptn int
 	var lflag uint32
@@ -41,38 +42,97 @@ func (c *conn) WaitingForInput() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("local shell: terminal: %w", err)
 	}
-	tty := fmt.Sprintf("/dev/pts/%d", ptn)
-	raw := lflag&unix.ICANON == 0
-	pids, err := filepath.Glob("/proc/[0-9]*")
-	if err != nil {
-		return false, err
+	sc, ok := shell.SyscallsFor(runtime.GOARCH)
+	if !ok {
+		return false, fmt.Errorf("local shell: no system call table for %s", runtime.GOARCH)
 	}
-	for _, dir := range pids {
+	p := foreground(pgrp, fmt.Sprintf("/dev/pts/%d", ptn))
+	p.Raw = lflag&unix.ICANON == 0
+	w, known := shell.WaitsForInput(p, sc)
+	if !known {
+		return false, fmt.Errorf("local shell: the system calls of process group %d are unreadable", pgrp)
+	}
+	return w, nil
+}
+
+// foreground gathers what shell.WaitsForInput needs about the processes of
+// process group pgrp, whose terminal is tty.
+func foreground(pgrp int, tty string) shell.ForegroundProcs {
+	p := shell.ForegroundProcs{TermFDs: map[int]map[int]bool{}, EpollTerm: map[int]map[int]bool{}}
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, dir := range dirs {
 		pid, err := strconv.Atoi(filepath.Base(dir))
 		if err != nil || processGroup(pid) != pgrp {
 			continue
 		}
-		nr, fd, ok := blockedIn(pid)
-		switch {
-		case !ok:
-		case nr == unix.SYS_READ || nr == unix.SYS_READV:
+		term := map[int]bool{}
+		fds, _ := os.ReadDir(dir + "/fd")
+		for _, e := range fds {
+			fd, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
 			// /dev/tty is the process's controlling terminal: this one,
 			// as the process is in its foreground group.
-			if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, fd)); err == nil && (target == tty || target == "/dev/tty") {
-				return true, nil
+			if target, err := os.Readlink(dir + "/fd/" + e.Name()); err == nil && (target == tty || target == "/dev/tty") {
+				term[fd] = true
 			}
-		case raw && pollCalls[nr]:
-			return true, nil
+		}
+		p.TermFDs[pid] = term
+		p.EpollTerm[pid] = epollsWatching(dir, fds, term)
+		tasks, _ := os.ReadDir(dir + "/task")
+		for _, t := range tasks {
+			td := dir + "/task/" + t.Name()
+			sc, _ := os.ReadFile(td + "/syscall")
+			line, _, _ := strings.Cut(string(sc), "\n")
+			p.Tasks = append(p.Tasks, shell.ForegroundTask{PID: pid, State: taskState(td), Syscall: line})
 		}
 	}
-	return false, nil
+	return p
 }
 
-// pollCalls are the syscalls a line editor or full-screen program waits
-// for keys in.
-var pollCalls = map[int]bool{
-	unix.SYS_POLL: true, unix.SYS_PPOLL: true, unix.SYS_SELECT: true, unix.SYS_PSELECT6: true,
-	unix.SYS_EPOLL_WAIT: true, unix.SYS_EPOLL_PWAIT: true,
+// epollsWatching lists the epoll descriptors of a process (dir is its
+// /proc directory) whose set holds one of the terminal's descriptors, from
+// their fdinfo's "tfd:" lines.
+func epollsWatching(dir string, fds []os.DirEntry, term map[int]bool) map[int]bool {
+	out := map[int]bool{}
+	if len(term) == 0 {
+		return out
+	}
+	for _, e := range fds {
+		if target, err := os.Readlink(dir + "/fd/" + e.Name()); err != nil || target != "anon_inode:[eventpoll]" {
+			continue
+		}
+		info, err := os.ReadFile(dir + "/fdinfo/" + e.Name())
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(info), "\n") {
+			f := strings.Fields(l)
+			if len(f) < 2 || f[0] != "tfd:" {
+				continue
+			}
+			if tfd, err := strconv.Atoi(f[1]); err == nil && term[tfd] {
+				fd, _ := strconv.Atoi(e.Name())
+				out[fd] = true
+				break
+			}
+		}
+	}
+	return out
+}
+
+// taskState is the state letter of a thread (field 3 of its stat), or 0.
+func taskState(dir string) byte {
+	b, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
 }
 
 var _ shell.ProgramNamer = (*conn)(nil)
@@ -114,29 +174,6 @@ func processGroup(pid int) int {
 		return -1
 	}
 	return g
-}
-
-// blockedIn reports the syscall a process is blocked in and its first
-// argument, from /proc/PID/syscall ("NR arg0 …", hex arguments); ok is
-// false for a running process.
-func blockedIn(pid int) (nr, arg0 int, ok bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", pid))
-	if err != nil {
-		return 0, 0, false
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0, 0, false
-	}
-	nr, err = strconv.Atoi(f[0])
-	if err != nil {
-		return 0, 0, false
-	}
-	a, err := strconv.ParseInt(strings.TrimPrefix(f[1], "0x"), 16, 64)
-	if err != nil {
-		return 0, 0, false
-	}
-	return nr, int(a), true
 }
 
 var (
