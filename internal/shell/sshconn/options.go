@@ -160,6 +160,7 @@ func (o *Options) dial(ctx context.Context, addr string, l shell.Launch) (*conn,
 	}
 	nc.SetDeadline(time.Time{})
 	c.watch(orDefault(o.KeepaliveInterval, DefaultKeepaliveInterval), orDefault(o.KeepaliveMax, DefaultKeepaliveMax))
+	c.startHelper()
 	return c, nil
 }
 
