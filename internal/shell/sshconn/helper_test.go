@@ -85,3 +85,55 @@ func TestQuestionsCostNoLogin(t *testing.T) {
 		t.Fatalf("the login's rc ran %d times for one shell and its questions, want at most 2 (the shell's login and the helper's)", n)
 	}
 }
+
+// TestQuestionsWhileProgramsComeAndGo: the helper reads the /proc files
+// of processes that may end while it reads them (the leader of the group
+// that holds the terminal is often a program that lives a millisecond).
+// Every question still gets its answer: a read cut short ends the answer
+// (once, one such read looped for ever and every later question waited
+// for its timeout).
+func TestQuestionsWhileProgramsComeAndGo(t *testing.T) {
+	t.Parallel()
+	c, tm := startBash(t, options(testenv.SSHD(t)))
+	tm.send(t, "echo PID=$$=\r")
+	pid, _ := strconv.Atoi(tm.waitFor(t, `PID=(\d+)=`)[1])
+	tm.waitFor(t, `[$#] $`)
+	tm.send(t, "while :; do /bin/true; done\r")
+	pr := c.(shell.ProgramReporter)
+	for i := range 300 {
+		if _, _, err := pr.InterruptReady(pid); err != nil {
+			t.Fatalf("question %d: %v", i, err)
+		}
+	}
+}
+
+// TestShellReplacedReadsTheCmdline: the shell's argv, read through the
+// helper, tells tandem's bash (bash --rcfile /dev/fd/3 -i) from another,
+// with arguments that hold newlines and backslashes kept whole.
+func TestShellReplacedReadsTheCmdline(t *testing.T) {
+	t.Parallel()
+	srv := testenv.SSHD(t)
+	for _, tc := range []struct {
+		name, command string
+		replaced      bool
+	}{
+		{"tandem's bash", "exec bash --rcfile /dev/fd/3 -i 3</dev/null", false},
+		// Its words inside one argument, between newlines: not tandem's.
+		{"look-alike argument", `exec -a $'bash\n--rcfile\n/dev/fd/3\n\\' bash --norc -i`, true},
+		{"another bash", "exec bash --norc -i", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := dial(t, options(srv), shell.Launch{Command: tc.command})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tm := newTerm(t, c)
+			tm.send(t, "echo PID=$$=\r")
+			pid, _ := strconv.Atoi(tm.waitFor(t, `PID=(\d+)=`)[1])
+			r, err := c.(interface{ ShellReplaced(int) (bool, error) }).ShellReplaced(pid)
+			if err != nil || r != tc.replaced {
+				t.Fatalf("ShellReplaced = %v, %v; want %v", r, err, tc.replaced)
+			}
+		})
+	}
+}
