@@ -89,6 +89,9 @@ type helper struct {
 	ask     io.Writer
 	answers chan helperAnswer // closed when its output ends
 	gone    chan struct{}     // closed when tandem abandons it
+	// owed counts the answers still to come to questions whose caller
+	// gave up (its context was cancelled): the next question skips them.
+	owed int
 }
 
 // helperAnswer is one answer: its data lines, unescaped, and its status.
@@ -171,11 +174,16 @@ func (c *conn) ask(ctx context.Context, req string, n int) ([]helperAnswer, erro
 		}
 	}
 	a, err := p.h.question(ctx, req, n)
-	if err != nil {
+	if err != nil && !errors.Is(err, errGaveUp) {
+		// It ended, or gave no answer in time: it may be stuck.
 		p.drop()
 	}
 	return a, err
 }
+
+// errGaveUp is a question's error when its caller gave up before the
+// answer came: the helper is kept, and owes the answer to no one.
+var errGaveUp = errors.New("the question was given up")
 
 // drop abandons the running helper, if any; the caller holds the helper.
 func (p *helperProbe) drop() {
@@ -188,7 +196,23 @@ func (p *helperProbe) drop() {
 }
 
 // question writes one request and waits for its n answers.
+// Answers owed to earlier questions are skipped first. A caller that
+// gives up (ctx cancelled, not past its deadline) leaves its answers owed.
 func (h *helper) question(ctx context.Context, req string, n int) ([]helperAnswer, error) {
+	for h.owed > 0 {
+		select {
+		case _, ok := <-h.answers:
+			if !ok {
+				return nil, errors.New("the helper ended")
+			}
+			h.owed--
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return nil, fmt.Errorf("%w: %w", errGaveUp, ctx.Err())
+			}
+			return nil, fmt.Errorf("no answer from the helper: %w", ctx.Err())
+		}
+	}
 	if _, err := h.ask.Write([]byte(req)); err != nil {
 		return nil, fmt.Errorf("ask the helper: %w", err)
 	}
@@ -201,6 +225,10 @@ func (h *helper) question(ctx context.Context, req string, n int) ([]helperAnswe
 			}
 			all = append(all, a)
 		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.Canceled) {
+				h.owed += n - len(all)
+				return nil, fmt.Errorf("%w: %w", errGaveUp, ctx.Err())
+			}
 			return nil, fmt.Errorf("no answer from the helper: %w", ctx.Err())
 		}
 	}

@@ -2,6 +2,7 @@ package sshconn_test
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -51,6 +52,15 @@ func TestQuestionsCostNoLogin(t *testing.T) {
 		}
 	}
 	for range 10 {
+		ask(t, true)
+	}
+	// Callers that give up before the answer (a viewer's request ended)
+	// leave the helper running, and the answers in step.
+	for i := range 30 {
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(time.Duration(i)*100*time.Microsecond, cancel)
+		_, _ = c.(shell.ShellEchoReporter).ShellInputEchoed(ctx, pid)
+		cancel()
 		ask(t, true)
 	}
 	// A program in the foreground: it takes the Ctrl-C, and a signal
