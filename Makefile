@@ -49,9 +49,12 @@ lint:
 # TypeScript SDK, with the default redaction patterns and without.
 # BenchmarkManyLiterals: redaction against a .env of 80,000 values that share
 # a prefix, the worst case of literal matching, beside BenchmarkRedactSeq.
+# BenchmarkSSHSpeed (two busy loops on the CPUs): ssh_connect, a viewer's
+# Ctrl-C to the program's SIGINT and command_timeout's lateness over SSH
+# (empty rc, and an rc that takes 0.5 s) beside a local session.
 bench:
 	cd bench && npm ci --no-audit --no-fund
-	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS|BenchmarkIdleSessionsRSS|BenchmarkCluster|BenchmarkHandover' -benchtime 1x ./cmd/tandem/
+	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS|BenchmarkIdleSessionsRSS|BenchmarkCluster|BenchmarkHandover|BenchmarkSSHSpeed' -benchtime 1x ./cmd/tandem/
 	$(GO) test -run '^$$' -bench 'BenchmarkVerify(Cached|Uncached)$$' ./internal/claim/
 	$(GO) test -run '^$$' -bench 'BenchmarkDecide' -count 5 ./internal/policy/
 	$(GO) test -run '^$$' -bench 'BenchmarkExecJudging' -benchtime 3x ./internal/execguard/

@@ -499,6 +499,7 @@ func (s *Server) register() {
 			out: schema{"connection": connectionSchema, "sessionToken": typed("string", "Pass to every other tool; shown only once."),
 				"monitoringUrl": typed("string", "The browser URL where a human can watch the session, and type into it once signed in as tandem's operator; give it to the human. The URL alone lets a browser watch, never type."),
 				"workspace":     typed("string", "A local session's read-write directory."),
+				"loginStartMs":  typed("integer", "How long the shell took from its start to its first prompt, in ms: mostly the login's own startup files (~/.bashrc); over 1000 the message says so."),
 				"sandbox":       sandboxSchema},
 			handler: s.withRoots(handler(s, "ssh_connect", s.connect))},
 		{name: "ssh_exec", title: "Run a command", in: execSchema, destructive: true,

@@ -120,6 +120,7 @@ func (s *Server) connect(ctx context.Context, c session.Caller, a connectArgs) (
 	if t.Kind == "local" {
 		r["workspace"] = t.Workspace
 	}
+	noteLoginStart(r, sess.LoginStart())
 	return ok(r), nil
 }
 

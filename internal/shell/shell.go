@@ -222,6 +222,9 @@ type Shell struct {
 
 	// ledger is whom the shell ran commands for, and when (owners.go).
 	ledger execguard.Ledger
+	// startTook is how long the shell took from its start to its first
+	// prompt (StartTook); set once, before Start returns.
+	startTook time.Duration
 }
 
 // Start launches the integrated shell on conn and waits until it shows its
@@ -260,12 +263,14 @@ func Start(ctx context.Context, d Dialer, opts *Options) (*Shell, error) {
 		return nil, fmt.Errorf("shell start: %w: %w", ErrStart, err)
 	}
 	s.conn = conn
+	dialed := time.Now()
 	go s.readPTY()
 	go s.watchConn()
 	if err := s.waitReady(ctx); err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("shell start: %w: %w", ErrStart, err)
 	}
+	s.startTook = time.Since(dialed)
 	go s.watchReplace()
 	return s, nil
 }

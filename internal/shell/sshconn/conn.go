@@ -24,9 +24,11 @@ type conn struct {
 	stdin   io.WriteCloser // its PTY input, unbuffered
 	stdout  io.Reader      // its PTY output (stderr merged by the PTY)
 
-	echo echoProbe // reads the remote terminal's mode (echo.go)
+	helpers helperProbe // answers questions about the server's processes (helper.go)
 
 	done chan struct{}
+	life context.Context // ends with done
+	stop context.CancelFunc
 	wg   sync.WaitGroup // every goroutine this conn started
 
 	mu     sync.Mutex
@@ -38,7 +40,9 @@ type conn struct {
 var _ shell.Conn = (*conn)(nil)
 
 func newConn(addr string, nc net.Conn, client *ssh.Client) *conn {
-	return &conn{addr: addr, nc: nc, client: client, done: make(chan struct{})}
+	life, stop := context.WithCancel(context.Background())
+	return &conn{addr: addr, nc: nc, client: client, done: make(chan struct{}), life: life, stop: stop,
+		helpers: helperProbe{sem: make(chan struct{}, 1)}}
 }
 
 // startShell opens the PTY session and starts l.Command in it.
@@ -174,6 +178,7 @@ func (c *conn) endKeep(reason error, keep bool) {
 		c.err = reason
 	}
 	close(c.done)
+	c.stop()
 	c.mu.Unlock()
 	// Not session.Close: that writes to the peer, and blocks when the peer
 	// is gone and the socket buffer is full.

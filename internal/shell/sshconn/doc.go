@@ -9,10 +9,11 @@
 //	   ├─ session channel + PTY: the interactive shell (Conn.Read/Write)
 //	   ├─ session channel, no PTY: the relay (Conn.OpenRelay), which streams
 //	   │    the shell's FIFOs "out"/"err" back and writes "in"
-//	   ├─ session channel, no PTY: the echo helper (echo.go), which runs
-//	   │    stty -a on the shell's terminal for every question, so the
-//	   │    keys of a password prompt stay out of recordings
-//	   ├─ short exec channels: Conn.SignalForeground
+//	   ├─ session channel, no PTY: the helper (helper.go), a bash without
+//	   │    rc files started once, which answers every question about the
+//	   │    server's processes (/proc, stty -a of the shell's terminal for
+//	   │    the echo, kill) in one round trip, with no login per question
+//	   ├─ short exec channels, only while the helper is down
 //	   └─ keepalive@openssh.com global requests: detect a dead link
 //
 // SSH flow control is per channel: a channel whose output nobody reads

@@ -42,8 +42,8 @@ func TestEchoHelperFailureRemembered(t *testing.T) {
 	if _, err := c.ShellInputEchoed(context.Background(), 42); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("first question: %v, want net.ErrClosed", err)
 	}
-	first := c.echo.failedAt
-	if _, err := c.ShellInputEchoed(context.Background(), 42); !errors.Is(err, net.ErrClosed) || c.echo.failedAt != first {
-		t.Fatalf("second question: %v, tried again: %v", err, c.echo.failedAt != first)
+	first := c.helpers.failedAt
+	if _, err := c.ShellInputEchoed(context.Background(), 42); !errors.Is(err, net.ErrClosed) || c.helpers.failedAt != first {
+		t.Fatalf("second question: %v, tried again: %v", err, c.helpers.failedAt != first)
 	}
 }

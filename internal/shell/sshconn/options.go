@@ -136,7 +136,7 @@ func (o *Options) dial(ctx context.Context, addr string, l shell.Launch) (*conn,
 	nc.SetDeadline(deadline)
 	stop := context.AfterFunc(dialCtx, func() { nc.SetDeadline(time.Unix(1, 0)) })
 
-	client, err := o.handshake(nc, addr, hosts, auth)
+	client, err := o.handshake(withQuickAck(nc), addr, hosts, auth)
 	if err != nil {
 		stop()
 		nc.Close()
@@ -160,6 +160,7 @@ func (o *Options) dial(ctx context.Context, addr string, l shell.Launch) (*conn,
 	}
 	nc.SetDeadline(time.Time{})
 	c.watch(orDefault(o.KeepaliveInterval, DefaultKeepaliveInterval), orDefault(o.KeepaliveMax, DefaultKeepaliveMax))
+	c.startHelper()
 	return c, nil
 }
 

@@ -36,7 +36,7 @@ func (c *conn) signalForeground(ctx context.Context, shellPID int, sig syscall.S
 	if shellPID <= 0 {
 		return fmt.Errorf("invalid pid %d", shellPID)
 	}
-	stat, err := c.exec(ctx, "cat /proc/"+strconv.Itoa(shellPID)+"/stat")
+	stat, err := c.procFileCtx(ctx, shellPID, "stat")
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func (c *conn) signalForeground(ctx context.Context, shellPID int, sig syscall.S
 	case pgid == shellPID:
 		return fmt.Errorf("%w: the shell itself is in the foreground", ErrNoForeground)
 	}
-	_, err = c.exec(ctx, "kill -s "+name+" -- -"+strconv.Itoa(pgid))
+	err = c.killGroup(ctx, pgid, name)
 	if err != nil && strings.Contains(err.Error(), "No such process") {
 		return fmt.Errorf("%w: process group %d ended meanwhile: %w", ErrNoForeground, pgid, err)
 	}
@@ -76,10 +76,42 @@ func foregroundGroup(stat []byte) (int, error) {
 	return tpgid, nil
 }
 
-// InterruptReady reads, on short exec channels, which process group
+// InterruptReady reads, through the conn's helper, which process group
 // holds the terminal of shell shellPID (/proc/PID/stat) and whether its
 // leader takes a Ctrl-C (see shell.TakesInterrupt).
 func (c *conn) InterruptReady(shellPID int) (sh, ready bool, err error) {
+	if shellPID <= 0 {
+		return false, false, fmt.Errorf("sshconn: invalid pid %d", shellPID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), procTimeout)
+	defer cancel()
+	// One round trip to the helper: the shell's stat and status, and the
+	// status of the leader of the group that holds its terminal.
+	a, err := c.ask(ctx, "fg "+strconv.Itoa(shellPID)+"\n", 3)
+	if err == nil {
+		if a[0].err != "" || len(a[0].data) == 0 {
+			return false, false, fmt.Errorf("sshconn: shell %d: %s", shellPID, a[0].err)
+		}
+		pgid, err := foregroundGroup([]byte(strings.Join(a[0].data, "\n")))
+		switch {
+		case err != nil:
+			return false, false, fmt.Errorf("sshconn: %w", err)
+		case pgid == shellPID:
+			return true, false, nil
+		case pgid <= 0:
+			return false, true, nil
+		case a[1].err != "":
+			return false, false, fmt.Errorf("sshconn: shell %d: %s", shellPID, a[1].err)
+		}
+		var leader []byte // gone: empty
+		if a[2].err == "" {
+			leader = []byte(strings.Join(a[2].data, "\n"))
+		}
+		return false, shell.TakesInterrupt([]byte(strings.Join(a[1].data, "\n")), leader), nil
+	}
+	if !errors.Is(err, errHelperDown) {
+		return false, false, fmt.Errorf("sshconn: shell %d: %w", shellPID, err)
+	}
 	stat, err := c.procFile(shellPID, "stat")
 	if err != nil {
 		return false, false, err
@@ -154,19 +186,45 @@ func (c *conn) ShellStopped(shellPID int) (bool, error) {
 	return f[0] == "T" || f[0] == "t", nil
 }
 
-// procFile reads /proc/PID/NAME of a process on the server, on its own
-// exec channel, within procTimeout.
+// procFile reads /proc/PID/NAME of a process on the server within
+// procTimeout: through the conn's helper, or on an exec channel of its
+// own (a login, rc and all) while the helper is down.
 func (c *conn) procFile(pid int, name string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), procTimeout)
+	defer cancel()
+	return c.procFileCtx(ctx, pid, name)
+}
+
+// procFileCtx is procFile within ctx.
+func (c *conn) procFileCtx(ctx context.Context, pid int, name string) ([]byte, error) {
 	if pid <= 0 {
 		return nil, fmt.Errorf("sshconn: invalid pid %d", pid)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), procTimeout)
-	defer cancel()
-	b, err := c.exec(ctx, "cat /proc/"+strconv.Itoa(pid)+"/"+name)
+	b, err := c.helperFile(ctx, pid, name)
+	if err == nil || !errors.Is(err, errHelperDown) {
+		return b, err
+	}
+	b, err = c.exec(ctx, "cat /proc/"+strconv.Itoa(pid)+"/"+name)
 	if err != nil {
 		return nil, fmt.Errorf("sshconn: shell %d: %w", pid, err)
 	}
 	return b, nil
+}
+
+// killGroup sends the signal named sig (without SIG) to process group
+// pgid: through the helper, or on an exec channel while it is down.
+func (c *conn) killGroup(ctx context.Context, pgid int, sig string) error {
+	a, err := c.question(ctx, "kill", pgid, sig)
+	switch {
+	case err == nil && a.err != "":
+		return fmt.Errorf("kill -s %s -- -%d: %s", sig, pgid, a.err)
+	case err == nil:
+		return nil
+	case !errors.Is(err, errHelperDown):
+		return err
+	}
+	_, err = c.exec(ctx, "kill -s "+sig+" -- -"+strconv.Itoa(pgid))
+	return err
 }
 
 // procTimeout bounds one look at the server's /proc.
