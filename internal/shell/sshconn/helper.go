@@ -29,7 +29,8 @@ import (
 // [SIGNAL]": stat, status and cmdline print /proc/PID's file, stty prints
 // `stty -a` of the terminal of shell PID (its fd 0, opened afresh; where
 // /proc is missing, found with ps), and kill sends SIGNAL to process group
-// PID; fg answers three times, with /proc/PID/stat, /proc/PID/status and
+// PID; input prints inputScript's facts about the terminal of shell PID;
+// fg answers three times, with /proc/PID/stat, /proc/PID/status and
 // the status of the leader of the group that holds PID's terminal. An
 // answer is any number of data lines, each a space and one line of
 // text (cmdline: one argument) with backslashes and newlines escaped as
@@ -56,6 +57,9 @@ while read -r v p s; do
 		ok=; case $g in ''|*[!0-9]*|0|-*|$p) ;; *) file /proc/$g/status 2>/dev/null && ok=1;; esac
 		if [[ $ok ]]; then echo ok; else echo "err no leader status"; fi; continue;;
 	kill) if m=$(kill -s "$s" -- -"$p" 2>&1); then echo ok; else echo "err ${m//$'\n'/ }"; fi; continue;;
+	input) ( set -- "$p"
+` + inputScript + `
+	) 2>/dev/null </dev/null | while IFS= read -r l; do out "$l"; done; echo ok; continue;;
 	*) echo "err unknown request $v"; continue;;
 	esac
 	if [[ $ok ]]; then echo ok; else echo "err cannot read /proc/$p/$v"; fi

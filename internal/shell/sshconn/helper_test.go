@@ -50,6 +50,11 @@ func TestQuestionsCostNoLogin(t *testing.T) {
 		if st, err := c.(interface{ ShellStopped(int) (bool, error) }).ShellStopped(pid); err != nil || st {
 			t.Fatalf("ShellStopped = %v, %v", st, err)
 		}
+		// Whether the terminal's foreground waits for keys: bash at its
+		// prompt does, sleep does not.
+		if w, err := c.(shell.ShellInputWaiter).WaitingForInputOf(t.Context(), pid); err != nil || w != wantShell {
+			t.Fatalf("WaitingForInputOf = %v, %v; want %v", w, err, wantShell)
+		}
 	}
 	for range 10 {
 		ask(t, true)

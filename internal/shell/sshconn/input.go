@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -55,13 +56,24 @@ var _ shell.ShellInputWaiter = (*conn)(nil)
 
 // WaitingForInputOf reports whether the command in the foreground of the
 // terminal of shell shellPID waits for keys (see shell.WaitsForInput),
-// from inputScript run on the server on its own channel: one round trip
-// and a few forks.
+// from inputScript run by the conn's helper (one round trip and a few
+// forks, no login), or on a channel of its own while the helper is down.
 func (c *conn) WaitingForInputOf(ctx context.Context, shellPID int) (bool, error) {
 	if shellPID <= 0 {
 		return false, fmt.Errorf("sshconn: waiting for input: invalid pid %d", shellPID)
 	}
-	out, err := c.exec(ctx, "exec sh -c "+shellQuote(inputScript)+" tandem-input "+strconv.Itoa(shellPID))
+	var out []byte
+	a, err := c.question(ctx, "input", shellPID, "")
+	switch {
+	case err == nil && a.err != "":
+		err = errors.New(a.err)
+	case err == nil:
+		if len(a.data) > 0 {
+			out = []byte(strings.Join(a.data, "\n") + "\n")
+		}
+	case errors.Is(err, errHelperDown):
+		out, err = c.exec(ctx, "exec sh -c "+shellQuote(inputScript)+" tandem-input "+strconv.Itoa(shellPID))
+	}
 	if err != nil {
 		return false, fmt.Errorf("sshconn: waiting for input of shell %d: %w", shellPID, err)
 	}
