@@ -26,7 +26,9 @@ import (
 // itself starts.
 
 // helperScript answers one request per line on its stdin, "VERB PID
-// [SIGNAL]": stat, status and cmdline print /proc/PID's file, stty prints
+// [SIGNAL]": stat, status, comm and cmdline print /proc/PID's file;
+// children prints, for PID and each of its children, "P" and its pid,
+// then "A" and each argument of its command line; stty prints
 // `stty -a` of the terminal of shell PID (its fd 0, opened afresh; where
 // /proc is missing, found with ps), and kill sends SIGNAL to process group
 // PID; input prints inputScript's facts about the terminal of shell PID;
@@ -46,7 +48,9 @@ while read -r v p s; do
 	case $p in ''|*[!0-9]*) echo "err invalid pid"; continue;; esac
 	ok=
 	case $v in
-	stat|status) file /proc/$p/$v 2>/dev/null && ok=1;;
+	stat|status|comm) file /proc/$p/$v 2>/dev/null && ok=1;;
+	children) ok=1; for c in $p $(<"/proc/$p/task/$p/children"); do out "P$c"
+		while IFS= read -r -d '' a; do out "A$a"; done 2>/dev/null <"/proc/$c/cmdline"; done 2>/dev/null;;
 	cmdline) file /proc/$p/$v '' 2>/dev/null && ok=1;;
 	stty) t=/proc/$p/fd/0; [[ -e $t ]] || t=/dev/$(ps -o tty= -p "$p" 2>/dev/null | tr -d ' ')
 		if m=$(command -p stty -a 2>&1 <"$t"); then out "$m"; echo ok; else echo "err ${m//$'\n'/ }"; fi; continue;;
@@ -334,7 +338,7 @@ func unescapeHelper(s string) string {
 	return b.String()
 }
 
-// helperFile reads /proc/PID/NAME (stat, status or cmdline) through the
+// helperFile reads /proc/PID/NAME (stat, status, comm or cmdline) through the
 // helper. A cmdline comes back with a NUL after each
 // argument, as the kernel gives it; the other files with a newline after
 // each line.

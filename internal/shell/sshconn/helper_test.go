@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"syscall"
 	"testing"
@@ -54,6 +55,18 @@ func TestQuestionsCostNoLogin(t *testing.T) {
 		// prompt does, sleep does not.
 		if w, err := c.(shell.ShellInputWaiter).WaitingForInputOf(t.Context(), pid); err != nil || w != wantShell {
 			t.Fatalf("WaitingForInputOf = %v, %v; want %v", w, err, wantShell)
+		}
+		// What runs in the shell's process, and what runs under it.
+		if name, err := c.(shell.ShellProgramNamer).ShellProgram(pid); err != nil || name != "bash" {
+			t.Fatalf("ShellProgram = %q, %v", name, err)
+		}
+		self, kids, err := c.(shell.ChildLister).ShellChildren(pid)
+		wantKids := [][]string{{"sleep", "100"}}
+		if wantShell {
+			wantKids = nil
+		}
+		if err != nil || len(self) == 0 || filepath.Base(self[0]) != "bash" || !reflect.DeepEqual(kids, wantKids) {
+			t.Fatalf("ShellChildren = %q, %q, %v; want bash, %q", self, kids, err, wantKids)
 		}
 	}
 	for range 10 {

@@ -3,6 +3,7 @@ package sshconn
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -26,14 +27,23 @@ func (c *conn) ShellProgram(shellPID int) (string, error) {
 var _ shell.ChildLister = (*conn)(nil)
 
 // ShellChildren reads the command lines of the shell and of its
-// children on the server, on one exec channel: /proc/PID/cmdline, then
-// each child's from /proc/PID/task/PID/children, an RS byte after each.
+// children on the server: through the conn's helper (no login), or on an
+// exec channel of its own while the helper is down.
 func (c *conn) ShellChildren(shellPID int) (self []string, kids [][]string, err error) {
 	if shellPID <= 0 {
 		return nil, nil, fmt.Errorf("sshconn: invalid pid %d", shellPID)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), procTimeout)
 	defer cancel()
+	a, err := c.question(ctx, "children", shellPID, "")
+	switch {
+	case err == nil && a.err != "":
+		return nil, nil, fmt.Errorf("sshconn: shell %d: children: %s", shellPID, a.err)
+	case err == nil:
+		return helperChildren(a.data)
+	case !errors.Is(err, errHelperDown):
+		return nil, nil, fmt.Errorf("sshconn: shell %d: children: %w", shellPID, err)
+	}
 	p := strconv.Itoa(shellPID)
 	b, err := c.exec(ctx, "for c in "+p+" $(cat /proc/"+p+"/task/"+p+"/children); do cat /proc/$c/cmdline 2>/dev/null; printf '\\036'; done")
 	if err != nil {
@@ -44,6 +54,31 @@ func (c *conn) ShellChildren(shellPID int) (self []string, kids [][]string, err 
 		if cl = strings.TrimSuffix(cl, "\x00"); cl != "" {
 			argv = strings.Split(cl, "\x00")
 		}
+		switch {
+		case i == 0:
+			self = argv
+		case argv != nil:
+			kids = append(kids, argv)
+		}
+	}
+	return self, kids, nil
+}
+
+// helperChildren reads the helper's answer to children: "P" and a pid
+// start a process (the shell first), "A" lines are its arguments.
+func helperChildren(data []string) (self []string, kids [][]string, err error) {
+	var all [][]string
+	for _, l := range data {
+		switch {
+		case strings.HasPrefix(l, "P"):
+			all = append(all, nil)
+		case strings.HasPrefix(l, "A") && len(all) > 0:
+			all[len(all)-1] = append(all[len(all)-1], l[1:])
+		default:
+			return nil, nil, fmt.Errorf("sshconn: children: unexpected line %q", l)
+		}
+	}
+	for i, argv := range all {
 		switch {
 		case i == 0:
 			self = argv
