@@ -232,6 +232,18 @@ func TestRedaction(t *testing.T) {
 		typeOverWebSocket(t, mon, token, ": "+secrets[1]+"; echo human-$((1+2))\r", "human-3\r\n")
 		g := wantError(t, gateOf(t, s), "user_activity_detected")
 		cmds, _ := g["userCommands"].([]any)
+		// On a loaded machine bash may read the last line typed ahead
+		// after the prompt already looked idle for a second: the gate then
+		// reports it at the next call (the agent's line waits behind it).
+		for len(cmds) < 3 {
+			more := gateOf(t, s)
+			if more["error"] != "user_activity_detected" {
+				break
+			}
+			next, _ := more["userCommands"].([]any)
+			cmds = append(cmds, next...)
+			g["message"] = str(g["message"]) + " " + str(more["message"])
+		}
 		if len(cmds) != 3 {
 			t.Fatalf("the gate reports %d commands, want 3: %v", len(cmds), g)
 		}
