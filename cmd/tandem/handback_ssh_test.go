@@ -92,7 +92,9 @@ func TestHandBackSecretsOverSSH(t *testing.T) {
 		pw := secret("pw-")
 		human = append(human, pw)
 		typeKeys(t, ctx, p.line+"\r")
-		waitScreen(t, ctx, func(s string) bool { return strings.HasSuffix(strings.TrimRight(s, " \n"), p.prompt) })
+		// The prompt on a line of its own: the typed line's own echo,
+		// half drawn, can end in it too (getpass("Pass:).
+		waitScreen(t, ctx, func(s string) bool { return strings.HasSuffix(strings.TrimRight(s, " \n"), "\n"+p.prompt) })
 		typeKeys(t, ctx, pw+"\r")
 		waitScreen(t, ctx, func(s string) bool { return promptAfter(s, p.done) })
 	}

@@ -96,7 +96,8 @@ func TestRequestHuman(t *testing.T) {
 			waitPage(t, ctx, `document.getElementById('request').hidden ? '' : document.getElementById('request-message').textContent`, ask)
 			// A prompt that does not echo (as sudo's), then a second command.
 			typeKeys(t, ctx, "read -rs -p 'Password: ' pw && echo \"got ${#pw} characters\"\r")
-			waitScreen(t, ctx, func(s string) bool { return strings.HasSuffix(strings.TrimRight(s, " \n"), "Password:") })
+			// The prompt on a line of its own, not the typed line's half-drawn echo.
+			waitScreen(t, ctx, func(s string) bool { return strings.HasSuffix(strings.TrimRight(s, " \n"), "\nPassword:") })
 			typeKeys(t, ctx, pw+"\r")
 			waitScreen(t, ctx, func(s string) bool { return promptAfter(s, "got 27 characters") })
 			typeKeys(t, ctx, "echo second\r")
