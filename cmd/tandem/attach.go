@@ -29,6 +29,13 @@ import (
 // the session: Ctrl-], as telnet has it.
 const detachKey = 0x1d
 
+// ctrlC also detaches a watcher: its raw terminal makes no SIGINT of it,
+// and a watcher who presses it means to quit.
+const ctrlC = 0x03
+
+// errWatcherQuit ends a watcher's key reading at its Ctrl-C.
+var errWatcherQuit = errors.New("the watcher pressed Ctrl-C")
+
 type attachFlags struct {
 	observe   bool
 	dataDir   string
@@ -98,14 +105,21 @@ func attach(ctx context.Context, f attachFlags, target string, stdin io.Reader, 
 
 	in, isFile := stdin.(*os.File)
 	out, _ := stdout.(*os.File)
-	raw := !f.observe && isFile && term.IsTerminal(int(in.Fd()))
+	// A terminal goes raw even to watch: its keys are read only for Ctrl-]
+	// (and Ctrl-C, which a watcher means as "quit"), where cooked mode
+	// would echo ^] and never detach.
+	raw := isFile && term.IsTerminal(int(in.Fd()))
 	if raw {
 		old, err := term.MakeRaw(int(in.Fd()))
 		if err != nil {
 			return fmt.Errorf("attach: raw mode: %w", err)
 		}
 		defer func() { _ = term.Restore(int(in.Fd()), old) }()
-		fmt.Fprint(stderr, "tandem: attached; Ctrl-] detaches\r\n")
+		if f.observe {
+			fmt.Fprint(stderr, "tandem: watching; Ctrl-] detaches\r\n")
+		} else {
+			fmt.Fprint(stderr, "tandem: attached; Ctrl-] detaches\r\n")
+		}
 	}
 	send := func(m map[string]any) error {
 		b, _ := json.Marshal(m)
@@ -130,11 +144,22 @@ func attach(ctx context.Context, f attachFlags, target string, stdin io.Reader, 
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if !f.observe {
+	switch {
+	case !f.observe:
 		go func() {
 			defer cancel() // end of input, or Ctrl-]: detach
 			relayKeys(ctx, stdin, raw, answerPause, func(keys []byte) error {
 				return send(map[string]any{"t": "i", "d": string(keys)})
+			})
+		}()
+	case raw:
+		go func() {
+			defer cancel() // Ctrl-] or Ctrl-C: detach; every other key is dropped
+			relayKeys(ctx, stdin, raw, answerPause, func(keys []byte) error {
+				if bytes.IndexByte(keys, ctrlC) >= 0 {
+					return errWatcherQuit
+				}
+				return nil
 			})
 		}()
 	}

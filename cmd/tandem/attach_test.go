@@ -255,6 +255,50 @@ func TestAttachUnderTmux(t *testing.T) {
 	}
 }
 
+// TestAttachWatchDetaches: a watching attach in a real terminal (tmux),
+// with --observe or for want of the operator token, leaves on Ctrl-] (and
+// on Ctrl-C) instead of echoing ^], and its keys reach nothing.
+func TestAttachWatchDetaches(t *testing.T) {
+	srv := startServer(t, serverOpts{})
+	tok := str(mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": "wd"}))["sessionToken"])
+	s := sess{srv, "wd", tok}
+	url := str(mustOK(t, srv.call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": "wd", "sessionToken": tok}))["monitoringUrl"])
+	for _, c := range []struct {
+		name string
+		args []string
+		key  string
+	}{
+		{"observe, Ctrl-]", []string{"--observe", "--data-dir", srv.dataDir}, "C-]"},
+		{"observe, Ctrl-C", []string{"--observe", "--data-dir", srv.dataDir}, "C-c"},
+		{"no token, Ctrl-]", []string{"--data-dir", t.TempDir()}, "C-]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// The pane's shell says when attach has returned, and stays.
+			line := binary + " attach " + strings.Join(c.args, " ") + " " + url + "; echo attach-returned-$?; sleep 600"
+			pane := startTmux(t, "sh", "-c", line)
+			pane.waitScreen(t, "Ctrl-] detaches")
+			mark := "seen-" + strings.Fields(c.name)[0] + "-" + strings.Trim(c.key, "C-")
+			if r := result(t, s.exec(t, "echo "+mark)); r["stdout"] != mark+"\n" {
+				t.Fatalf("the agent's call beside a watcher: %v", r)
+			}
+			pane.waitScreen(t, mark)
+			if out, err := pane.run("send-keys", "-l", "echo typed-by-watcher"); err != nil {
+				t.Fatalf("send-keys: %v %s", err, out)
+			}
+			if out, err := pane.run("send-keys", c.key); err != nil {
+				t.Fatalf("send-keys %s: %v %s", c.key, err, out)
+			}
+			pane.waitScreen(t, "attach-returned-0")
+			if strings.Contains(pane.screen(), "^]") {
+				t.Errorf("the pane echoed ^]:\n%s", pane.screen())
+			}
+			if r := result(t, s.exec(t, "echo after")); r["stdout"] != "after\n" {
+				t.Fatalf("after the watcher left (its keys must have gone nowhere): %v", r)
+			}
+		})
+	}
+}
+
 // TestAttachWithoutToken: attach with no operator token at hand (another
 // data dir) only watches: it says so, and what is typed goes nowhere.
 func TestAttachWithoutToken(t *testing.T) {

@@ -71,7 +71,58 @@ func TestNewcomerQuickStart(t *testing.T) {
 	c := startTSClientCmd(t, []string{"HOME=" + home}, argv[0], argv[1:]...)
 	calls(t, c, map[string]any{"name": "dev"})
 
-	// The HTTP recipe, with the README's tenants config.
+	bin := filepath.Join(home, ".local", "bin", "tandem")
+	// serveHTTP starts the README's serve line with the HTTP address
+	// replaced by a free port, and returns the endpoint it names.
+	serveHTTP := func(dir string, line string) string {
+		t.Helper()
+		argv := strings.Fields(strings.ReplaceAll(line, "~/", home+"/"))
+		for i, a := range argv {
+			if a == "127.0.0.1:8080" {
+				argv[i] = "127.0.0.1:0"
+			}
+		}
+		srv := exec.Command(bin, argv[1:]...)
+		srv.Dir, srv.Env = dir, env
+		stderr, err := srv.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+		endpoint := make(chan string, 1)
+		go func() {
+			sc := bufio.NewScanner(stderr)
+			re := regexp.MustCompile(`tandem: MCP endpoint (\S+)`)
+			for sc.Scan() {
+				if m := re.FindStringSubmatch(sc.Text()); m != nil {
+					endpoint <- m[1]
+				}
+			}
+		}()
+		select {
+		case url := <-endpoint:
+			return url
+		case <-time.After(60 * time.Second):
+			t.Fatalf("%s named no endpoint", line)
+		}
+		return ""
+	}
+	mint := func(dir, line string) string {
+		t.Helper()
+		line = strings.Replace(line, "$(tandem ", "$("+bin+" ", 1)
+		return strings.TrimSpace(run(dir, line+` && printf %s "$TOKEN"`))
+	}
+
+	// The HTTP recipe without a config: tenant default, its local target.
+	url := serveHTTP(home, readmeShellLine(t, "tandem serve --http 127.0.0.1:8080 --workspace"))
+	token := mint(home, readmeShellLine(t, "TOKEN=$(tandem token issue --tenant default"))
+	h := startTSClientEnv(t, []string{"TANDEM_TOKEN=" + token}, "--http", url)
+	calls(t, h, map[string]any{"name": "dev", "target": "local"})
+
+	// The HTTP recipe with the README's tenants config.
 	var tenants string
 	for _, b := range readmeBlocks(t) {
 		if b.lang == "yaml" && strings.HasPrefix(b.text, "tenants:") {
@@ -82,38 +133,10 @@ func TestNewcomerQuickStart(t *testing.T) {
 		t.Fatal("the README has no tenants config")
 	}
 	cfg := writeREADMEConfig(t, tenants)
-	bin := filepath.Join(home, ".local", "bin", "tandem")
-	srv := exec.Command(bin, "serve", "--http", "127.0.0.1:0", "--config", cfg)
-	srv.Dir, srv.Env = filepath.Dir(cfg), env
-	stderr, err := srv.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
-	endpoint := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		re := regexp.MustCompile(`tandem: MCP endpoint (\S+)`)
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				endpoint <- m[1]
-			}
-		}
-	}()
-	var url string
-	select {
-	case url = <-endpoint:
-	case <-time.After(60 * time.Second):
-		t.Fatal("tandem serve --http named no endpoint")
-	}
-	mint := readmeShellLine(t, "TOKEN=$(tandem token issue")
-	mint = strings.Replace(mint, "$(tandem ", "$("+bin+" ", 1)
-	mint = strings.Replace(mint, "--config tandem.yaml", "--config "+cfg, 1)
-	token := strings.TrimSpace(run(filepath.Dir(cfg), mint+` && printf %s "$TOKEN"`))
-	h := startTSClientEnv(t, []string{"TANDEM_TOKEN=" + token}, "--http", url)
+	dir := filepath.Dir(cfg)
+	url = serveHTTP(dir, readmeShellLine(t, "tandem serve --http 127.0.0.1:8080 --config tandem.yaml"))
+	token = mint(dir, readmeShellLine(t, "TOKEN=$(tandem token issue --config tandem.yaml"))
+	h = startTSClientEnv(t, []string{"TANDEM_TOKEN=" + token}, "--http", url)
 	calls(t, h, map[string]any{"name": "dev", "target": "build"})
 }
 

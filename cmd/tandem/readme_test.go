@@ -23,17 +23,42 @@ import (
 	"github.com/tandem-sh/tandem/internal/seal"
 )
 
-// readmeBlock is one fenced code block of the README.
+// readmeBlock is one fenced code block of the README or a page of docs/.
 type readmeBlock struct {
 	lang, text string
+	file       string // README.md or docs/NAME.md
 	line       int
 }
 
-// readmeBlocks returns the README's fenced blocks, indented ones (inside a
-// list item) included, with their indentation removed.
-func readmeBlocks(t *testing.T) []readmeBlock {
+// where names a block's place for an error message.
+func (b readmeBlock) where() string { return b.file + " line " + strconv.Itoa(b.line) }
+
+// docFiles are the README and every page under docs/, relative to the
+// repository's root: the tests below hold each of them to the code.
+func docFiles(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	pages, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pages) < 10 {
+		t.Fatalf("docs/ has %d pages; the reference moved somewhere else?", len(pages))
+	}
+	files := []string{"README.md"}
+	for _, p := range pages {
+		files = append(files, filepath.ToSlash(filepath.Join("docs", filepath.Base(p))))
+	}
+	return files
+}
+
+// readmeBlocks returns the README's fenced blocks.
+func readmeBlocks(t *testing.T) []readmeBlock { return fileBlocks(t, "README.md") }
+
+// fileBlocks returns the fenced blocks of one doc file, indented ones
+// (inside a list item) included, with their indentation removed.
+func fileBlocks(t *testing.T, file string) []readmeBlock {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +70,7 @@ func readmeBlocks(t *testing.T) []readmeBlock {
 		if m == nil || m[2] == "" {
 			continue
 		}
-		indent, blk := m[1], readmeBlock{lang: m[2], line: i + 1}
+		indent, blk := m[1], readmeBlock{lang: m[2], file: file, line: i + 1}
 		var body []string
 		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != "```"; i++ {
 			body = append(body, strings.TrimPrefix(lines[i], indent))
@@ -64,41 +89,42 @@ var pathKeys = map[string]bool{
 	"rawKey": true,
 }
 
-// TestREADMEConfigsLoad: every YAML block of the README loads with
-// config.Load exactly as written, only with the files it names created
-// under a scratch root (so /etc/tandem/x is root/etc/tandem/x and ~ is a
-// scratch home); a fragment says so on its first line. Every JSON block
-// (client configs) parses, and a stdio entry's args are flags tandem
-// serve knows.
+// TestREADMEConfigsLoad: every YAML block of the README and of docs/
+// loads with config.Load exactly as written, only with the files it names
+// created under a scratch root (so /etc/tandem/x is root/etc/tandem/x and
+// ~ is a scratch home); a fragment says so on its first line. Every JSON
+// block (client configs, example calls and replies) parses, and a stdio
+// entry's args are flags tandem serve knows.
 func TestREADMEConfigsLoad(t *testing.T) {
-	blocks := readmeBlocks(t)
 	var yamls, jsons int
-	for _, b := range blocks {
-		switch b.lang {
-		case "yaml":
-			yamls++
-			t.Run("yaml line "+strconv.Itoa(b.line), func(t *testing.T) { loadREADMEConfig(t, b.text) })
-		case "json":
-			jsons++
-			var v map[string]any
-			if err := json.Unmarshal([]byte(b.text), &v); err != nil {
-				t.Errorf("README line %d: the JSON block does not parse: %v", b.line, err)
-				continue
-			}
-			switch {
-			case v["arguments"] != nil:
-				checkToolCall(t, b.line, v)
-			case v["success"] != nil:
-				if _, ok := v["success"].(bool); !ok {
-					t.Errorf("README line %d: a reply whose success is not a boolean: %v", b.line, v)
+	for _, file := range docFiles(t) {
+		for _, b := range fileBlocks(t, file) {
+			switch b.lang {
+			case "yaml":
+				yamls++
+				t.Run(b.where(), func(t *testing.T) { loadREADMEConfig(t, b.text) })
+			case "json":
+				jsons++
+				var v map[string]any
+				if err := json.Unmarshal([]byte(b.text), &v); err != nil {
+					t.Errorf("%s: the JSON block does not parse: %v", b.where(), err)
+					continue
 				}
-			default:
-				checkClientConfig(t, b.line, v)
+				switch {
+				case v["arguments"] != nil:
+					checkToolCall(t, b.where(), v)
+				case v["success"] != nil:
+					if _, ok := v["success"].(bool); !ok {
+						t.Errorf("%s: a reply whose success is not a boolean: %v", b.where(), v)
+					}
+				default:
+					checkClientConfig(t, b.where(), v)
+				}
 			}
 		}
 	}
-	if yamls < 6 || jsons < 5 {
-		t.Fatalf("found %d YAML and %d JSON blocks in the README; the extractor lost some", yamls, jsons)
+	if yamls < 12 || jsons < 7 {
+		t.Fatalf("found %d YAML and %d JSON blocks in the README and docs/; the extractor lost some", yamls, jsons)
 	}
 }
 
@@ -242,39 +268,39 @@ func testCAPEM(t *testing.T) []byte {
 // either runs tandem serve with flags it knows, or names an HTTP URL.
 // checkToolCall checks an example call: a tool of the README's tools
 // table, with arguments as an object.
-func checkToolCall(t *testing.T, line int, v map[string]any) {
+func checkToolCall(t *testing.T, where string, v map[string]any) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "tools.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	name, _ := v["name"].(string)
 	if _, ok := v["arguments"].(map[string]any); !ok || name == "" || !strings.Contains(string(b), "\n| `"+name+"` |") {
-		t.Errorf("README line %d: an example call of a tool the tools table does not list, or without arguments: %v", line, v)
+		t.Errorf("%s: an example call of a tool the tools table does not list, or without arguments: %v", where, v)
 	}
 }
 
-func checkClientConfig(t *testing.T, line int, v map[string]any) {
+func checkClientConfig(t *testing.T, where string, v map[string]any) {
 	t.Helper()
 	servers, _ := v["mcpServers"].(map[string]any)
 	if servers == nil {
 		servers, _ = v["servers"].(map[string]any)
 	}
 	if len(servers) == 0 {
-		t.Errorf("README line %d: a client config with no servers: %v", line, v)
+		t.Errorf("%s: a client config with no servers: %v", where, v)
 		return
 	}
 	for name, raw := range servers {
 		srv, _ := raw.(map[string]any)
 		if u, ok := srv["url"].(string); ok {
 			if !strings.HasSuffix(u, "/mcp") {
-				t.Errorf("README line %d: server %s: the URL %q is not an MCP endpoint", line, name, u)
+				t.Errorf("%s: server %s: the URL %q is not an MCP endpoint", where, name, u)
 			}
 			continue
 		}
 		args, _ := srv["args"].([]any)
 		if len(args) == 0 || args[0] != "serve" {
-			t.Errorf("README line %d: server %s does not run tandem serve: %v", line, name, srv)
+			t.Errorf("%s: server %s does not run tandem serve: %v", where, name, srv)
 			continue
 		}
 		var flags []string
@@ -283,7 +309,7 @@ func checkClientConfig(t *testing.T, line int, v map[string]any) {
 		}
 		cmd := serveCmd(nil, nil, nil)
 		if err := cmd.ParseFlags(flags); err != nil {
-			t.Errorf("README line %d: server %s: tandem serve %v: %v", line, name, flags, err)
+			t.Errorf("%s: server %s: tandem serve %v: %v", where, name, flags, err)
 		}
 	}
 }
