@@ -23,7 +23,7 @@ var update = flag.Bool("update", false, "rewrite the golden replies in testdata/
 var volatile = map[string]bool{
 	"sessionToken": true, "createdAt": true, "lastActivity": true, "timestamp": true,
 	"userActivitySince": true, "runningSince": true, "endedAt": true, "durationMs": true,
-	"duration": true, "commandId": true, "runningCommandId": true, "runningForMs": true, "historyId": true, "startedAt": true, "uri": true, "monitoringUrl": true, "cwd": true,
+	"duration": true, "commandId": true, "runningCommandId": true, "runningForMs": true, "historyId": true, "startedAt": true, "uri": true, "monitoringUrl": true, "loginStartMs": true, "cwd": true,
 	"sandbox": true, // depends on the kernel; TestConnectReportsSandbox checks it
 }
 
