@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -85,6 +86,13 @@ func (s *Server) state(ctx context.Context) dashboardState {
 		st.SessionsError = "the sessions could not be listed; see tandem's log"
 	}
 	st.Sessions = rows
+	if op.Replays != nil {
+		for i := range st.Sessions {
+			if r := &st.Sessions[i]; r.Ended {
+				r.Replay = "/replays/" + url.PathEscape(r.ID)
+			}
+		}
+	}
 	if st.Pending == nil {
 		st.Pending = []approval.Approval{}
 	}

@@ -296,6 +296,10 @@ func New(s Sessions, opts *Options) *Server {
 		api.HandleFunc("/api/", serveAPINotFound)
 		mux.Handle("/api/", srv.operatorAPI(api))
 		mux.HandleFunc("GET /{$}", srv.serveDashboard)
+		if o.Operator.Replays != nil {
+			mux.HandleFunc("GET /replays/{id}", srv.serveOperatorReplay)
+			mux.HandleFunc("GET /replays/{id}/cast", srv.serveOperatorCast)
+		}
 	} else {
 		mux.HandleFunc("GET /{$}", srv.serveIndex)
 	}

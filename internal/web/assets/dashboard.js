@@ -477,9 +477,15 @@
           const code = c.mono ? el('code') : null;
           tr.append(el('td', {}, code ? (c.copy ? [code, ' ', copyButton(code)] : [code]) : []));
         }
-        const b = el('button', { type: 'button', 'aria-label': button, text: button });
-        b.addEventListener('click', function () { openSession(row.id, b); });
-        tr.append(el('td', {}, [b]));
+        const replay = text(row.replay);
+        if (row.ended && replay.indexOf('/replays/') === 0) {
+          // The operator's own replay route: a plain link, no key needed.
+          tr.append(el('td', {}, [el('a', { href: replay, target: '_blank', rel: 'noopener', class: 'replay-link', text: button })]));
+        } else {
+          const b = el('button', { type: 'button', 'aria-label': button, text: button });
+          b.addEventListener('click', function () { openSession(row.id, b); });
+          tr.append(el('td', {}, [b]));
+        }
         labelled(table, tr);
       }
       cells.forEach(function (c, i) {
