@@ -48,6 +48,9 @@ type ApprovalDesk interface {
 	Pending() []approval.Approval
 	// Recent lists decided approvals, newest first.
 	Recent() []approval.Approval
+	// Held lists the approvals approved after the agent's call stopped
+	// waiting, which its next identical call runs until they expire.
+	Held() []approval.Approval
 	// Decide answers a pending approval; the first answer wins. It returns
 	// approval.ErrNotFound for an unknown id, and approval.ErrDecided (with
 	// the approval as decided) for one answered already.
