@@ -56,7 +56,9 @@ type entry struct {
 	done chan struct{} // closed when decided
 	// reported: the decision reached the agent (or was consumed by a run).
 	reported bool
-	timer    *time.Timer
+	// waiters counts the calls waiting on it now.
+	waiters int
+	timer   *time.Timer
 }
 
 const recentMax = 200
@@ -171,7 +173,15 @@ func (b *Broker) Ask(ctx context.Context, a Action, rule, reason string, h Hooks
 		}
 	}
 	open := e.a
+	e.waiters++ // a call waits on it: not held for a later one (see Held)
 	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if e.waiters--; e.waiters == 0 && e.a.Status == Approved && !e.reported {
+			b.changed() // approved as its caller gave up: now held
+		}
+	}()
 	if h.OnPending != nil && open.Status == Pending {
 		h.OnPending(open)
 	}
@@ -342,7 +352,7 @@ func (b *Broker) Held() []Approval {
 	now := time.Now()
 	var out []Approval
 	for _, e := range b.byFP {
-		if e.a.Status == Approved && !e.reported && !e.lapsed(now) {
+		if e.a.Status == Approved && !e.reported && e.waiters == 0 && !e.lapsed(now) {
 			out = append(out, e.a)
 		}
 	}

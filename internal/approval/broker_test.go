@@ -297,3 +297,34 @@ func TestHeldUntilExpiry(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitingCallNotHeld: an approval that a call is waiting on is never
+// listed as held for a later call, not even between the decision and the
+// waiting call's pick-up: the waiting call runs it.
+func TestWaitingCallNotHeld(t *testing.T) {
+	b := approval.New(approval.Options{})
+	res := make(chan approval.Outcome, 1)
+	go func() {
+		o, _ := b.Request(context.Background(), actX, "", "", time.Minute, nil)
+		res <- o
+	}()
+	var p []approval.Approval
+	for deadline := time.Now().Add(10 * time.Second); len(p) == 0; p = b.Pending() {
+		if time.Now().After(deadline) {
+			t.Fatal("the call never asked")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := b.Decide(context.Background(), p[0].ID, approval.Decision{Approved: true, By: approval.ByDashboard}); err != nil {
+		t.Fatal(err)
+	}
+	if h := b.Held(); len(h) != 0 { // at once: the waiting call may not have picked it up yet
+		t.Errorf("listed as held while a call waits on it: %+v", h)
+	}
+	if o := <-res; o.Kind != approval.Run {
+		t.Errorf("the waiting call: %+v", o)
+	}
+	if h := b.Held(); len(h) != 0 {
+		t.Errorf("held after the waiting call ran it: %+v", h)
+	}
+}
