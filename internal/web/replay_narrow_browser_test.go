@@ -67,6 +67,22 @@ func TestReplayNarrow(t *testing.T) {
 				const r = e.getBoundingClientRect();
 				return r.width === 0 || r.right <= innerWidth + 0.5;
 			})`)
+			// Actual size is offered only where the rows were drawn smaller;
+			// it draws them at 14 px, scrolling sideways, and back.
+			fits := `(() => { const box = document.getElementById("terminal"); return box.scrollWidth <= box.clientWidth + 1; })()`
+			if vp.name != "phone" {
+				poll(t, ctx, `document.getElementById("zoom").hidden && window.tandem.term.options.fontSize === 14`)
+				return
+			}
+			poll(t, ctx, `!document.getElementById("zoom").hidden && window.tandem.term.options.fontSize < 14`)
+			if err := chromedp.Do(ctx, chromedp.Click("#zoom")); err != nil {
+				t.Fatal(err)
+			}
+			poll(t, ctx, `window.tandem.term.options.fontSize === 14 && !`+fits+` && document.getElementById("zoom").getAttribute("aria-pressed") === "true"`)
+			if err := chromedp.Do(ctx, chromedp.Click("#zoom")); err != nil {
+				t.Fatal(err)
+			}
+			poll(t, ctx, `window.tandem.term.options.fontSize < 14 && `+fits)
 		})
 	}
 }
