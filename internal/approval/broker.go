@@ -56,7 +56,9 @@ type entry struct {
 	done chan struct{} // closed when decided
 	// reported: the decision reached the agent (or was consumed by a run).
 	reported bool
-	timer    *time.Timer
+	// waiters counts the calls waiting on it now.
+	waiters int
+	timer   *time.Timer
 }
 
 const recentMax = 200
@@ -145,6 +147,10 @@ func (b *Broker) Ask(ctx context.Context, a Action, rule, reason string, h Hooks
 		delete(b.remember, fp)
 	}
 	e := b.byFP[fp]
+	if e != nil && e.lapsed(now) {
+		delete(b.byFP, fp) // approved too late for any call to pick up: ask again
+		e = nil
+	}
 	if e == nil {
 		e = &entry{a: Approval{Request: Request{ID: newID(), Action: a, Fingerprint: fp, Rule: rule, Reason: reason,
 			Created: now, Expires: now.Add(b.o.Timeout)}, Status: Pending}, done: make(chan struct{})}
@@ -167,7 +173,15 @@ func (b *Broker) Ask(ctx context.Context, a Action, rule, reason string, h Hooks
 		}
 	}
 	open := e.a
+	e.waiters++ // a call waits on it: not held for a later one (see Held)
 	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if e.waiters--; e.waiters == 0 && e.a.Status == Approved && !e.reported {
+			b.changed() // approved as its caller gave up: now held
+		}
+	}()
 	if h.OnPending != nil && open.Status == Pending {
 		h.OnPending(open)
 	}
@@ -213,6 +227,9 @@ func (b *Broker) report(e *entry) Outcome {
 		if b.byFP[e.a.Fingerprint] == e {
 			delete(b.byFP, e.a.Fingerprint)
 		}
+		if e.a.Status == Approved {
+			b.changed() // no longer held (see Held)
+		}
 	} else if o.Kind == Run {
 		// Two identical calls waited on one approval: it runs once.
 		o.Kind = Waiting
@@ -252,6 +269,12 @@ func (b *Broker) settle(ctx context.Context, e *entry, status Status, d Decision
 	}
 	if status == Approved && d.Remember > 0 {
 		b.remember[e.a.Fingerprint] = d.At.Add(d.Remember)
+	}
+	if status == Approved {
+		// Held for the agent's next identical call until the approval
+		// expires; then it lapses, and that call asks again.
+		id := e.a.ID
+		e.timer = time.AfterFunc(time.Until(e.a.Expires), func() { b.lapse(id) })
 	}
 	if j := b.o.Journal; j != nil {
 		if err := j.Decided(context.WithoutCancel(ctx), e.a); err != nil {
@@ -301,6 +324,40 @@ func (b *Broker) expire(id string) {
 	if e := b.byID[id]; e != nil && e.a.Status == Pending {
 		b.settle(context.Background(), e, Expired, Decision{By: ByTimeout, Reason: "no answer before the approval expired"})
 	}
+}
+
+// lapse drops an approval that was approved but that no call picked up
+// before it expired: the next identical call asks again.
+func (b *Broker) lapse(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e := b.byID[id]; e != nil && !e.reported && b.byFP[e.a.Fingerprint] == e {
+		delete(b.byFP, e.a.Fingerprint)
+		b.changed()
+	}
+}
+
+// lapsed reports whether e was approved but not picked up before it
+// expired (its timer may not have run yet).
+func (e *entry) lapsed(now time.Time) bool {
+	return e.a.Status == Approved && !e.reported && !now.Before(e.a.Expires)
+}
+
+// Held lists the approved approvals that no call has picked up yet, oldest
+// first: approved after the agent's call stopped waiting, each runs when
+// the agent repeats the identical call, until it expires (Expires).
+func (b *Broker) Held() []Approval {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	var out []Approval
+	for _, e := range b.byFP {
+		if e.a.Status == Approved && !e.reported && e.waiters == 0 && !e.lapsed(now) {
+			out = append(out, e.a)
+		}
+	}
+	slices.SortFunc(out, func(x, y Approval) int { return x.Created.Compare(y.Created) })
+	return out
 }
 
 // Get returns an approval by id.

@@ -239,3 +239,92 @@ func TestCloseDeniesPending(t *testing.T) {
 		t.Errorf("a second Close denied %d", n)
 	}
 }
+
+// TestHeldUntilExpiry: an approval decided after the agent's call stopped
+// waiting is held for the agent's next identical call, which runs it; one
+// that no call picks up before it expires lapses, and the identical call
+// asks again. Held lists what is held, and watchers hear of each change.
+func TestHeldUntilExpiry(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		timeout  time.Duration
+		pickUp   bool
+		wantKind approval.Kind
+	}{
+		{"picked up by the next call", time.Minute, true, approval.Run},
+		{"lapses at its expiry", 300 * time.Millisecond, false, approval.Waiting},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := approval.New(approval.Options{Timeout: tc.timeout})
+			changes := make(chan struct{}, 100)
+			defer b.Watch(func() { changes <- struct{}{} })()
+			ctx := context.Background()
+			o, err := b.Request(ctx, actX, "", "", 10*time.Millisecond, nil)
+			if err != nil || o.Kind != approval.Waiting {
+				t.Fatalf("first call: %+v %v", o, err)
+			}
+			if _, err := b.Decide(ctx, o.Approval.ID, approval.Decision{Approved: true, By: approval.ByDashboard}); err != nil {
+				t.Fatal(err)
+			}
+			held := b.Held()
+			if len(held) != 1 || held[0].ID != o.Approval.ID || !held[0].Expires.Equal(o.Approval.Expires) {
+				t.Fatalf("held after the approval: %+v", held)
+			}
+			if !tc.pickUp {
+				// Wait for the lapse, as a watcher hears of it.
+				deadline := time.After(10 * time.Second)
+				for len(b.Held()) > 0 {
+					select {
+					case <-changes:
+					case <-deadline:
+						t.Fatal("the held approval never lapsed")
+					}
+				}
+			}
+			again, err := b.Request(ctx, actX, "", "", 10*time.Millisecond, nil)
+			if err != nil || again.Kind != tc.wantKind {
+				t.Fatalf("the identical call after the approval: %+v %v; want kind %v", again, err, tc.wantKind)
+			}
+			if tc.pickUp && again.Approval.ID != o.Approval.ID {
+				t.Errorf("the call ran approval %s, want %s", again.Approval.ID, o.Approval.ID)
+			}
+			if !tc.pickUp && again.Approval.ID == o.Approval.ID {
+				t.Errorf("the lapsed approval %s was reused", o.Approval.ID)
+			}
+			if h := b.Held(); len(h) != 0 {
+				t.Errorf("still held: %+v", h)
+			}
+		})
+	}
+}
+
+// TestWaitingCallNotHeld: an approval that a call is waiting on is never
+// listed as held for a later call, not even between the decision and the
+// waiting call's pick-up: the waiting call runs it.
+func TestWaitingCallNotHeld(t *testing.T) {
+	b := approval.New(approval.Options{})
+	res := make(chan approval.Outcome, 1)
+	go func() {
+		o, _ := b.Request(context.Background(), actX, "", "", time.Minute, nil)
+		res <- o
+	}()
+	var p []approval.Approval
+	for deadline := time.Now().Add(10 * time.Second); len(p) == 0; p = b.Pending() {
+		if time.Now().After(deadline) {
+			t.Fatal("the call never asked")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := b.Decide(context.Background(), p[0].ID, approval.Decision{Approved: true, By: approval.ByDashboard}); err != nil {
+		t.Fatal(err)
+	}
+	if h := b.Held(); len(h) != 0 { // at once: the waiting call may not have picked it up yet
+		t.Errorf("listed as held while a call waits on it: %+v", h)
+	}
+	if o := <-res; o.Kind != approval.Run {
+		t.Errorf("the waiting call: %+v", o)
+	}
+	if h := b.Held(); len(h) != 0 {
+		t.Errorf("held after the waiting call ran it: %+v", h)
+	}
+}

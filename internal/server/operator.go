@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -138,24 +139,85 @@ func LiveServing(dir string) ([]LiveInfo, error) {
 
 // dashSessions shows the session manager to the dashboard; a stdio
 // session's actor is named by its client (see mcp.Server.StdioClient).
+// With a store it also lists the ended sessions with a recording that
+// earlier processes on the data dir (or other cluster nodes) ran, and
+// serves their replays to the operator by session id (web.ReplayShelf).
 type dashSessions struct {
 	m     *session.Manager
 	names func(id string) string
+	// st and recordings (the data dir's recordings directory) find the
+	// recordings of ended sessions; st nil lists this process's only.
+	st         store.Store
+	recordings string
 }
 
-func (d dashSessions) Sessions(context.Context) ([]web.SessionRow, error) {
+// recordedShown is how many ended sessions of the store the dashboard
+// lists at most, newest first.
+const recordedShown = 100
+
+func (d dashSessions) Sessions(ctx context.Context) ([]web.SessionRow, error) {
 	all := d.m.Overview()
 	rows := make([]web.SessionRow, 0, len(all))
+	seen := make(map[string]bool, len(all))
 	for _, o := range all {
 		if o.Actor == "" && d.names != nil {
 			o.Actor = d.names(o.Owner)
 		}
+		seen[o.ID] = true
 		rows = append(rows, web.SessionRow{ID: o.ID, Name: o.Name, Tenant: o.Tenant, Actor: o.Actor, Target: o.Target,
 			Kind: o.Kind, Status: o.Status, LastCommand: o.LastCommand, CreatedAt: o.CreatedAt,
 			LastActivity: o.LastActivity, EndedAt: o.EndedAt, Ended: o.Ended, HumanRequest: o.HumanRequest,
 			Connections: o.Connections, EndReason: o.EndReason})
 	}
+	if d.st == nil {
+		return rows, nil
+	}
+	recorded, err := d.st.RecordedSessions(ctx, recordedShown)
+	if err != nil {
+		return rows, fmt.Errorf("list the recorded sessions: %w", err)
+	}
+	for _, rs := range recorded {
+		r := rs.Session
+		if seen[r.ID] || !d.readable(rs.RecordingPath) {
+			continue // this process's, listed above; or another node's file
+		}
+		actor := r.Actor
+		if actor == "" && d.names != nil {
+			actor = d.names(r.Owner)
+		}
+		rows = append(rows, web.SessionRow{ID: r.ID, Name: r.Name, Tenant: r.Tenant, Actor: actor, Target: r.Target,
+			Kind: r.Kind, Status: "ended", CreatedAt: r.CreatedAt, EndedAt: r.EndedAt, Ended: true, EndReason: r.EndReason})
+	}
 	return rows, nil
+}
+
+// readable reports whether path is one of this data dir's recordings and
+// is here to serve. The path comes from the database, which is a file like
+// any other: a rewritten row must not make the replay serve another file.
+// A cluster node reads only the recordings it wrote itself.
+func (d dashSessions) readable(path string) bool {
+	if d.recordings == "" || filepath.Dir(path) != filepath.Clean(d.recordings) || !recordingFile.MatchString(filepath.Base(path)) {
+		return false
+	}
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// recordingFile is how the session layer names a recording: the session
+// id, hex.
+var recordingFile = regexp.MustCompile(`^[0-9a-f]{16}\.cast$`)
+
+// Replay implements web.ReplayShelf: the recording of an ended session by
+// its id, from the store, if this tandem can read it.
+func (d dashSessions) Replay(ctx context.Context, id string) (name, path string, ok bool) {
+	if d.st == nil {
+		return "", "", false
+	}
+	r, err := d.st.ReplayOf(ctx, id)
+	if err != nil || r.Status != store.StatusEnded || !d.readable(r.RecordingPath) {
+		return "", "", false
+	}
+	return r.Name, r.RecordingPath, true
 }
 
 func (d dashSessions) MonitorKey(_ context.Context, id string) (string, bool) {

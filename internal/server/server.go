@@ -296,9 +296,10 @@ func (s *Server) drainOnSignal(ctx, signalled context.Context, stop context.Canc
 // of the one listener: /mcp in HTTP mode, the cluster's internal routes,
 // the operations endpoints and forwarded approvals.
 func (s *Server) webOptions(ctx context.Context) *web.Options {
+	dash := dashSessions{m: s.sessions, names: s.mcp.StdioClient, st: s.rec.st, recordings: filepath.Join(s.dataDir, "recordings")}
 	o := &web.Options{Logger: s.log, Recordings: s.sessions, PublicHosts: s.cfg.Web.PublicHosts,
-		Operator: &web.Operator{Token: s.opTok, Approvals: s.broker, Sessions: dashSessions{s.sessions, s.mcp.StdioClient}, Audit: dashAudit{s.rec.st, s.mcp.StdioClient},
-			Admitted: s.auditTypingLink}}
+		Operator: &web.Operator{Token: s.opTok, Approvals: s.broker, Sessions: dash, Audit: dashAudit{s.rec.st, s.mcp.StdioClient},
+			Replays: dash, Admitted: s.auditTypingLink}}
 	o.Routes = map[string]http.Handler{}
 	if s.hm.on() {
 		o.Routes = s.hm.routes(s.mcp, s.base)
@@ -311,7 +312,7 @@ func (s *Server) webOptions(ctx context.Context) *web.Options {
 		maps.Copy(o.Routes, internalRoutes(s.node, s.sessions, s.broker))
 		p := newPeers(s.node, s.rec.st, s.broker, s.log)
 		o.Operator.Approvals = clusterDesk{s.broker, p}
-		o.Operator.Sessions = clusterSessions{dashSessions{s.sessions, s.mcp.StdioClient}, p}
+		o.Operator.Sessions = clusterSessions{dash, p}
 		go p.listen(ctx, s.rec.st.(*postgres.DB), func(ctx context.Context) { _ = s.hm.revs.Refresh(ctx) })
 		s.log.Info("cluster node", "node", s.rec.inst.ID, "url", s.nodeURL)
 	}

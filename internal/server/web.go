@@ -109,6 +109,11 @@ func (t webTerminal) Status() web.SessionStatus {
 		st.Approvals = append(st.Approvals, web.StripAction{ID: a.ID, Tool: a.Action.Tool, Command: a.Action.Command, Rule: a.Rule, Cwd: a.Action.Cwd, Expires: a.Expires})
 		st.Agent, st.Command, st.Since = "waiting_approval", a.Action.Command, a.Created
 	}
+	for _, a := range t.broker.Held() {
+		if a.Action.SessionID == t.Session.ID {
+			st.Held = append(st.Held, web.StripAction{ID: a.ID, Tool: a.Action.Tool, Command: a.Action.Command, Rule: a.Rule, Expires: a.Expires})
+		}
+	}
 	for _, d := range t.Session.Denied() {
 		st.Denied = append(st.Denied, web.StripAction{Tool: d.Tool, Command: d.Command, Rule: d.Rule, At: d.At})
 	}

@@ -85,6 +85,15 @@ type Store interface {
 	AddReplay(ctx context.Context, sessionID string, keyHash []byte, recordingPath string) error
 	// FindReplay finds it again by that hash; ErrNotFound if none.
 	FindReplay(ctx context.Context, keyHash []byte) (Replay, error)
+	// ReplayOf finds a session's recording by the session's id, for the
+	// signed-in operator, who has no monitoring key of a session an earlier
+	// process ran; ErrNotFound if none.
+	ReplayOf(ctx context.Context, sessionID string) (Replay, error)
+	// RecordedSessions lists the ended sessions that have a recording, most
+	// recently ended first, at most limit of them (1 to
+	// MaxRecordedSessions): the dashboard lists those of every process that
+	// used this store, not only its own.
+	RecordedSessions(ctx context.Context, limit int) ([]RecordedSession, error)
 
 	// AppendAudit appends one audit record atomically across processes: it
 	// takes the write lock, reads the head of the log, calls build with it,
@@ -292,6 +301,25 @@ type Replay struct {
 	Name          string
 	Status        string // StatusActive or StatusEnded
 	RecordingPath string
+}
+
+// RecordedSession is an ended session and where its recording is, as
+// [Store.RecordedSessions] lists it.
+type RecordedSession struct {
+	Session       SessionRow
+	RecordingPath string
+}
+
+// MaxRecordedSessions bounds one [Store.RecordedSessions] listing.
+const MaxRecordedSessions = 1000
+
+// CheckRecordedLimit is the error of a [Store.RecordedSessions] limit out of
+// range, the same in every backend.
+func CheckRecordedLimit(limit int) error {
+	if limit < 1 || limit > MaxRecordedSessions {
+		return fmt.Errorf("store recorded sessions: limit %d is not 1 to %d", limit, MaxRecordedSessions)
+	}
+	return nil
 }
 
 // AuditHead is the end of the audit chain: what a new record links to.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -48,10 +49,13 @@ type dashboardState struct {
 	Success bool   `json:"success,omitempty"`
 	// Now is the server's clock, so the page counts expiries down right
 	// even when the browser's clock is off.
-	Now      time.Time           `json:"now"`
-	Pending  []approval.Approval `json:"pending"`
-	Recent   []approval.Approval `json:"recent"`
-	Sessions []SessionRow        `json:"sessions"`
+	Now     time.Time           `json:"now"`
+	Pending []approval.Approval `json:"pending"`
+	Recent  []approval.Approval `json:"recent"`
+	// Held are the ids of approved approvals no call has picked up yet:
+	// the agent's next identical call runs each, until it expires.
+	Held     []string     `json:"held"`
+	Sessions []SessionRow `json:"sessions"`
 	// SessionsError says the sessions could not be listed; the approvals
 	// are still there.
 	SessionsError string `json:"sessionsError,omitempty"`
@@ -85,6 +89,17 @@ func (s *Server) state(ctx context.Context) dashboardState {
 		st.SessionsError = "the sessions could not be listed; see tandem's log"
 	}
 	st.Sessions = rows
+	if op.Replays != nil {
+		for i := range st.Sessions {
+			if r := &st.Sessions[i]; r.Ended {
+				r.Replay = "/replays/" + url.PathEscape(r.ID)
+			}
+		}
+	}
+	st.Held = []string{}
+	for _, a := range op.Approvals.Held() {
+		st.Held = append(st.Held, a.ID)
+	}
 	if st.Pending == nil {
 		st.Pending = []approval.Approval{}
 	}

@@ -48,7 +48,7 @@
 //	browser ──GET /?token=T──────▶ cookie tandem_operator=T (HttpOnly,
 //	        ◀── 303 to / ────────── SameSite=Strict), token out of the URL
 //	        ──GET /──────────────▶ dashboard page (no data in it), or 401
-//	        ──GET /api/state─────▶ {pending, recent, sessions}: Approvals,
+//	        ──GET /api/state─────▶ {pending, recent, held, sessions}: Approvals,
 //	                               Sessions.Sessions (rows, never keys)
 //	        ──GET /api/ws────────▶ {"t":"state",…} now and after each change
 //	                               (Approvals.Watch, Sessions.Changes), at
@@ -58,10 +58,14 @@
 //	        ──POST /api/sessions/{id}/watch──▶ {"url":"/s/{key}"}:
 //	                               Sessions.MonitorKey, only when asked
 //	        ──GET /api/audit?session=&tenant=&tool=&outcome=&limit=──▶ Audit.Search
+//	        ──GET /replays/{id}(/cast)──▶ Replays.Replay: an ended session's
+//	                               replay by its id, whichever process ran it
 //
 // Every /api/ route needs the cookie (else 401); each POST and the
 // WebSocket must come from the dashboard's own origin (else 403), and a
-// POST's body must be JSON (else 415). The page sets all data as text.
+// POST's body must be JSON (else 415). /replays/ needs the cookie or the
+// bearer token too: its page is the sign-in page (401) and its cast not
+// found (404) for anyone else. The page sets all data as text.
 //
 // Start with [Listen], [New] and [Server.Serve]; hand out links with
 // [MonitorURL], and the dashboard's with [DashboardURL].

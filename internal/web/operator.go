@@ -29,6 +29,12 @@ type Operator struct {
 	// Audit searches the audit log. Nil means no audit panel: /api/audit is
 	// not found.
 	Audit AuditLog
+	// Replays, if set, lets the signed-in operator replay an ended session
+	// by its id at /replays/{id}, whichever process of this data dir or
+	// cluster ran it: the dashboard lists those, and no monitoring key of
+	// theirs is kept. Nil means no such route: ended sessions open by their
+	// monitoring key only.
+	Replays ReplayShelf
 	// Admitted, if set, records a typing link made for the session with the
 	// monitoring key, before the link is handed out: whoever opens it may
 	// type there. An error refuses the link.
@@ -42,6 +48,9 @@ type ApprovalDesk interface {
 	Pending() []approval.Approval
 	// Recent lists decided approvals, newest first.
 	Recent() []approval.Approval
+	// Held lists the approvals approved after the agent's call stopped
+	// waiting, which its next identical call runs until they expire.
+	Held() []approval.Approval
 	// Decide answers a pending approval; the first answer wins. It returns
 	// approval.ErrNotFound for an unknown id, and approval.ErrDecided (with
 	// the approval as decided) for one answered already.
@@ -80,6 +89,9 @@ type SessionRow struct {
 	// EndReason is why an ended session ended (idle_timeout, human_exit,
 	// ...): the dashboard's ended sessions show it. "" while live.
 	EndReason string `json:"endReason,omitempty"`
+	// Replay is the operator's link to an ended session's replay
+	// (/replays/{id}); set by the dashboard when it has Operator.Replays.
+	Replay string `json:"replay,omitempty"`
 }
 
 // SessionDirectory lists the sessions the dashboard shows. The session
@@ -94,6 +106,16 @@ type SessionDirectory interface {
 	// Changes calls fn (signal only, must not block) when sessions start,
 	// end or run a command; it returns stop.
 	Changes(fn func()) (stop func())
+}
+
+// ReplayShelf finds the recording of an ended session by the session's
+// id, for the operator alone. The session layer implements it.
+type ReplayShelf interface {
+	// Replay returns the session's name (display only) and the path of its
+	// finished asciicast v2 file. ok is false for unknown and live
+	// sessions, and for a recording this tandem cannot read (one another
+	// cluster node wrote).
+	Replay(ctx context.Context, sessionID string) (name, path string, ok bool)
 }
 
 // AuditQuery selects audit records. An empty field matches any value.

@@ -63,7 +63,10 @@ type SessionStatus struct {
 	// of before it acts again.
 	Gate      int           `json:"gate"`
 	Approvals []StripAction `json:"approvals,omitempty"`
-	Denied    []StripAction `json:"denied,omitempty"`
+	// Held are the session's approvals approved after the agent's call
+	// stopped waiting: its next identical call runs each, until Expires.
+	Held   []StripAction `json:"held,omitempty"`
+	Denied []StripAction `json:"denied,omitempty"`
 	// Viewers is how many browsers and tandem attach watch the session;
 	// Watchers names them by kind (operator, admitted viewer, tandem
 	// attach, browser (watching)), never by address.
@@ -91,7 +94,7 @@ func (st SessionStatus) Redacted(f func(string) string) SessionStatus {
 		}
 		return out
 	}
-	st.Approvals, st.Denied = actions(st.Approvals), actions(st.Denied)
+	st.Approvals, st.Held, st.Denied = actions(st.Approvals), actions(st.Held), actions(st.Denied)
 	st.Commands = append([]StripCommand(nil), st.Commands...)
 	for i := range st.Commands {
 		st.Commands[i].Command = f(st.Commands[i].Command)
@@ -299,6 +302,10 @@ func New(s Sessions, opts *Options) *Server {
 		api.HandleFunc("/api/", serveAPINotFound)
 		mux.Handle("/api/", srv.operatorAPI(api))
 		mux.HandleFunc("GET /{$}", srv.serveDashboard)
+		if o.Operator.Replays != nil {
+			mux.HandleFunc("GET /replays/{id}", srv.serveOperatorReplay)
+			mux.HandleFunc("GET /replays/{id}/cast", srv.serveOperatorCast)
+		}
 	} else {
 		mux.HandleFunc("GET /{$}", srv.serveIndex)
 	}

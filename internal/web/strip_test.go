@@ -23,6 +23,7 @@ func TestStatusRedacted(t *testing.T) {
 	code := 1
 	st := web.SessionStatus{Agent: "running", Command: "cat " + secret, Since: time.Now(), Gate: 1,
 		Approvals: []web.StripAction{{ID: "apr_1", Tool: "network", Command: "connect " + secret + ".example:80", Rule: "network.ask"}},
+		Held:      []web.StripAction{{ID: "apr_2", Tool: "ssh_exec", Command: "make " + secret, Rule: "rules[1]", Expires: time.Now()}},
 		Denied:    []web.StripAction{{Tool: "ssh_exec", Command: "rm " + secret, Rule: "rules[0] " + secret}},
 		Viewers:   1, Watchers: []string{"operator"},
 		Commands: []web.StripCommand{{ID: "cmd_1", Source: "human", Command: "cd " + secret, Exit: &code}},

@@ -38,3 +38,47 @@ func (db *DB) FindReplay(ctx context.Context, keyHash []byte) (store.Replay, err
 	}
 	return r, nil
 }
+
+// ReplayOf implements [store.Store].
+func (db *DB) ReplayOf(ctx context.Context, sessionID string) (store.Replay, error) {
+	var r store.Replay
+	err := db.run(ctx, "store replay of a session", func(ctx context.Context) error {
+		return db.pool.QueryRow(ctx, `SELECT s.id, s.name, s.status, r.recording_path
+			FROM replays r JOIN sessions s ON s.id = r.session_id WHERE r.session_id = $1`, sessionID).
+			Scan(&r.SessionID, &r.Name, &r.Status, &r.RecordingPath)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Replay{}, store.ErrNotFound
+	}
+	if err != nil {
+		return store.Replay{}, err
+	}
+	return r, nil
+}
+
+// RecordedSessions implements [store.Store].
+func (db *DB) RecordedSessions(ctx context.Context, limit int) ([]store.RecordedSession, error) {
+	if err := store.CheckRecordedLimit(limit); err != nil {
+		return nil, err
+	}
+	var out []store.RecordedSession
+	err := db.run(ctx, "store recorded sessions", func(ctx context.Context) error {
+		rows, err := db.pool.Query(ctx, `SELECT `+sessionCols+`, recording_path
+			FROM sessions JOIN replays ON replays.session_id = sessions.id
+			WHERE status = 'ended' ORDER BY ended_at DESC, created_at DESC, id LIMIT $1`, limit)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.RecordedSession, error) {
+			var rs store.RecordedSession
+			var err error
+			rs.Session, err = scanSession(row, &rs.RecordingPath)
+			return rs, err
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -124,17 +124,24 @@ func (db *DB) querySessions(ctx context.Context, op, query string, args ...any) 
 // scanSessions reads and closes rows of sessionCols.
 func scanSessions(rows pgx.Rows) ([]store.SessionRow, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.SessionRow, error) {
-		var (
-			r     store.SessionRow
-			ended *time.Time
-		)
-		if err := row.Scan(&r.ID, &r.Name, &r.Tenant, &r.Actor, &r.Owner, &r.InstanceID, &r.Target, &r.Kind, &r.Host,
-			&r.Port, &r.Username, &r.TokenHash, &r.Status, &r.CreatedAt, &ended, &r.EndReason); err != nil {
-			return store.SessionRow{}, err
-		}
-		r.CreatedAt, r.EndedAt = utc(r.CreatedAt), utcPtr(ended)
-		return r, nil
+		return scanSession(row)
 	})
+}
+
+// scanSession reads one row of sessionCols, then the extra columns after
+// them into extra.
+func scanSession(row pgx.Row, extra ...any) (store.SessionRow, error) {
+	var (
+		r     store.SessionRow
+		ended *time.Time
+	)
+	dest := append([]any{&r.ID, &r.Name, &r.Tenant, &r.Actor, &r.Owner, &r.InstanceID, &r.Target, &r.Kind, &r.Host,
+		&r.Port, &r.Username, &r.TokenHash, &r.Status, &r.CreatedAt, &ended, &r.EndReason}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return store.SessionRow{}, err
+	}
+	r.CreatedAt, r.EndedAt = utc(r.CreatedAt), utcPtr(ended)
+	return r, nil
 }
 
 // sortSessions orders rows oldest first; RETURNING gives no order.

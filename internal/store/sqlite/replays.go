@@ -35,3 +35,44 @@ func (s *DB) FindReplay(ctx context.Context, keyHash []byte) (store.Replay, erro
 	}
 	return r, nil
 }
+
+// ReplayOf implements [store.Store].
+func (s *DB) ReplayOf(ctx context.Context, sessionID string) (store.Replay, error) {
+	var r store.Replay
+	err := s.db.QueryRowContext(ctx, `SELECT s.id, s.name, s.status, r.recording_path
+		FROM replays r JOIN sessions s ON s.id = r.session_id WHERE r.session_id = ?`, sessionID).
+		Scan(&r.SessionID, &r.Name, &r.Status, &r.RecordingPath)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Replay{}, store.ErrNotFound
+	}
+	if err != nil {
+		return store.Replay{}, fmt.Errorf("store replay of a session: %w", err)
+	}
+	return r, nil
+}
+
+// RecordedSessions implements [store.Store].
+func (s *DB) RecordedSessions(ctx context.Context, limit int) ([]store.RecordedSession, error) {
+	if err := store.CheckRecordedLimit(limit); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+sessionCols+`, recording_path
+		FROM sessions JOIN replays ON replays.session_id = sessions.id
+		WHERE status = 'ended' ORDER BY ended_at DESC, created_at DESC, id LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store recorded sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []store.RecordedSession
+	for rows.Next() {
+		var rs store.RecordedSession
+		if rs.Session, err = scanSession(rows, &rs.RecordingPath); err != nil {
+			return nil, fmt.Errorf("store recorded sessions: %w", err)
+		}
+		out = append(out, rs)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store recorded sessions: %w", err)
+	}
+	return out, nil
+}

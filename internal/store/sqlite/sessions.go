@@ -110,24 +110,35 @@ func scanSessions(rows *sql.Rows) ([]store.SessionRow, error) {
 	defer rows.Close()
 	var out []store.SessionRow
 	for rows.Next() {
-		var (
-			r       store.SessionRow
-			created string
-			ended   sql.NullString
-		)
-		if err := rows.Scan(&r.ID, &r.Name, &r.Tenant, &r.Actor, &r.Owner, &r.InstanceID, &r.Target, &r.Kind, &r.Host,
-			&r.Port, &r.Username, &r.TokenHash, &r.Status, &created, &ended, &r.EndReason); err != nil {
-			return nil, err
-		}
-		var errC, errE error
-		r.CreatedAt, errC = parseTime(created)
-		r.EndedAt, errE = parseNullTime(ended)
-		if err := errors.Join(errC, errE); err != nil {
+		r, err := scanSession(rows)
+		if err != nil {
 			return nil, err
 		}
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// scanSession reads one row of sessionCols, then the extra columns after
+// them into extra.
+func scanSession(rows *sql.Rows, extra ...any) (store.SessionRow, error) {
+	var (
+		r       store.SessionRow
+		created string
+		ended   sql.NullString
+	)
+	dest := append([]any{&r.ID, &r.Name, &r.Tenant, &r.Actor, &r.Owner, &r.InstanceID, &r.Target, &r.Kind, &r.Host,
+		&r.Port, &r.Username, &r.TokenHash, &r.Status, &created, &ended, &r.EndReason}, extra...)
+	if err := rows.Scan(dest...); err != nil {
+		return store.SessionRow{}, err
+	}
+	var errC, errE error
+	r.CreatedAt, errC = parseTime(created)
+	r.EndedAt, errE = parseNullTime(ended)
+	if err := errors.Join(errC, errE); err != nil {
+		return store.SessionRow{}, err
+	}
+	return r, nil
 }
 
 // sortSessions orders rows oldest first; RETURNING gives no order.

@@ -45,6 +45,7 @@ func Run(t *testing.T, b Backend) {
 		{"EndSessionsOfRace", s.endSessionsOfRace},
 		{"Commands", s.commands},
 		{"Replays", s.replays},
+		{"RecordedSessions", s.recordedSessions},
 		{"AuditAppend", s.auditAppend},
 		{"AuditRoundTrip", s.auditRoundTrip},
 		{"AuditTail", s.auditTail},
@@ -500,6 +501,70 @@ func (s *suite) replays(t *testing.T) {
 	} {
 		if err == nil {
 			t.Errorf("%s: AddReplay succeeded", name)
+		}
+	}
+}
+
+// recordedSessions: the ended sessions with a recording are listed, most
+// recently ended first and bounded, whichever process ran them; a live
+// session and one without a recording are not. ReplayOf finds a recording
+// by its session's id.
+func (s *suite) recordedSessions(t *testing.T) {
+	ctx := context.Background()
+	st, _ := s.fresh(t)
+	mustNil(t, st.RegisterInstance(ctx, store.Instance{ID: "i1", PID: 1, Host: "h", StartedAt: t0}))
+	mustNil(t, st.RegisterInstance(ctx, store.Instance{ID: "i2", PID: 2, Host: "h", StartedAt: t0}))
+	for i, id := range []string{"s1", "s2", "s3", "s4", "s5"} {
+		inst := []string{"i1", "i2"}[i%2]
+		mustNil(t, st.CreateSession(ctx, session(id, "n"+id, inst, t0.Add(time.Duration(i)*time.Second))))
+		if id != "s4" {
+			key := sha256.Sum256([]byte("key-" + id))
+			mustNil(t, st.AddReplay(ctx, id, key[:], "/data/recordings/"+id+".cast"))
+		}
+	}
+	if none, err := st.RecordedSessions(ctx, 10); err != nil || len(none) != 0 {
+		t.Fatalf("recorded sessions while all are live: %+v %v", none, err)
+	}
+	// s2 stays live; s4 has no recording; s3 ended last, s1 before it, s5 first.
+	mustNil(t, st.EndSession(ctx, "s5", "disconnected", t0.Add(time.Minute)))
+	mustNil(t, st.EndSession(ctx, "s1", "idle_timeout", t0.Add(2*time.Minute)))
+	mustNil(t, st.EndSession(ctx, "s4", "disconnected", t0.Add(3*time.Minute)))
+	mustNil(t, st.EndSession(ctx, "s3", "human_exit", t0.Add(4*time.Minute)))
+	got, err := st.RecordedSessions(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []string
+	for _, r := range got {
+		list = append(list, r.Session.ID+"="+r.RecordingPath)
+	}
+	if want := "s3=/data/recordings/s3.cast s1=/data/recordings/s1.cast s5=/data/recordings/s5.cast"; strings.Join(list, " ") != want {
+		t.Errorf("recorded sessions = %q; want %q", strings.Join(list, " "), want)
+	}
+	if len(got) > 0 {
+		r := got[0].Session
+		if r.Name != "ns3" || r.InstanceID != "i1" || r.Status != store.StatusEnded || r.EndReason != "human_exit" ||
+			!sameTime(r.EndedAt, t0.Add(4*time.Minute)) || r.Actor != "alice" || r.Tenant != "default" {
+			t.Errorf("newest recorded session: %+v", r)
+		}
+	}
+	if two, err := st.RecordedSessions(ctx, 2); err != nil || len(two) != 2 || two[0].Session.ID != "s3" || two[1].Session.ID != "s1" {
+		t.Errorf("the newest 2: %+v %v", two, err)
+	}
+	for _, bad := range []int{0, -1, store.MaxRecordedSessions + 1} {
+		if _, err := st.RecordedSessions(ctx, bad); err == nil {
+			t.Errorf("limit %d accepted", bad)
+		}
+	}
+	if r, err := st.ReplayOf(ctx, "s1"); err != nil || r != (store.Replay{SessionID: "s1", Name: "ns1", Status: store.StatusEnded, RecordingPath: "/data/recordings/s1.cast"}) {
+		t.Errorf("ReplayOf(s1) = %+v, %v", r, err)
+	}
+	if r, err := st.ReplayOf(ctx, "s2"); err != nil || r.Status != store.StatusActive {
+		t.Errorf("ReplayOf(live s2) = %+v, %v", r, err)
+	}
+	for _, id := range []string{"s4", "nope"} {
+		if _, err := st.ReplayOf(ctx, id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("ReplayOf(%s) err = %v; want ErrNotFound", id, err)
 		}
 	}
 }

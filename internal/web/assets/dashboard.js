@@ -42,7 +42,7 @@
   let ws = null;
   let retries = 0;
   let skew = 0; // the server's clock minus the browser's, in ms
-  let current = { pending: [], recent: [], sessions: [] };
+  let current = { pending: [], recent: [], held: [], sessions: [] };
   const cards = new Map(); // approval id -> its <li> in the pending list
   const ours = new Set(); // approvals this page decided
 
@@ -290,6 +290,7 @@
       now: current.now,
       pending: current.pending.filter(function (p) { return p.id !== a.id; }),
       recent: [a].concat(current.recent.filter(function (p) { return p.id !== a.id; })),
+      held: current.held,
       sessions: current.sessions,
       sessionsError: current.sessionsError,
     };
@@ -416,7 +417,14 @@
     return Math.round((Number(d.rememberMs) || 0) / 60000);
   }
 
+  // clockTime is the hour and minute of a time, in the operator's zone.
+  function clockTime(iso) {
+    const d = new Date(text(iso));
+    return isNaN(d) ? '?' : d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+  }
+
   function renderRecent(list) {
+    const heldIDs = new Set((current.held || []).map(text));
     const items = list.map(function (a) {
       const act = a.action || {};
       const d = a.decision || {};
@@ -431,6 +439,11 @@
       const remembered = rememberMinutes(d);
       if (remembered > 0) {
         li.append(', remembered for ' + remembered + ' min');
+      }
+      if (heldIDs.has(text(a.id))) {
+        // Approved after the agent's call stopped waiting: it runs when
+        // the agent repeats the identical call, until the approval expires.
+        li.append(el('div', { class: 'held', text: 'approved — the agent\'s next identical call runs it (until ' + clockTime(a.expires) + ')' }));
       }
       // Whose agent asked: tenant and actor where there are (HTTP mode),
       // else the stdio client.
@@ -477,9 +490,15 @@
           const code = c.mono ? el('code') : null;
           tr.append(el('td', {}, code ? (c.copy ? [code, ' ', copyButton(code)] : [code]) : []));
         }
-        const b = el('button', { type: 'button', 'aria-label': button, text: button });
-        b.addEventListener('click', function () { openSession(row.id, b); });
-        tr.append(el('td', {}, [b]));
+        const replay = text(row.replay);
+        if (row.ended && replay.indexOf('/replays/') === 0) {
+          // The operator's own replay route: a plain link, no key needed.
+          tr.append(el('td', {}, [el('a', { href: replay, target: '_blank', rel: 'noopener', class: 'replay-link', text: button })]));
+        } else {
+          const b = el('button', { type: 'button', 'aria-label': button, text: button });
+          b.addEventListener('click', function () { openSession(row.id, b); });
+          tr.append(el('td', {}, [b]));
+        }
         labelled(table, tr);
       }
       cells.forEach(function (c, i) {
@@ -686,6 +705,7 @@
       now: st.now,
       pending: st.pending || [],
       recent: st.recent || [],
+      held: st.held || [],
       sessions: st.sessions || [],
       sessionsError: st.sessionsError || '',
     };

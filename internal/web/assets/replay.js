@@ -32,7 +32,7 @@
     disableStdin: true,
     scrollback: 10000,
     fontFamily: 'ui-monospace, SFMono-Regular, Menlo, Consolas, monospace',
-    fontSize: 14,
+    fontSize: 14, // see fit
     lineHeight: 1.2, // room for underscores under the baseline, as on the live page
     theme: { background: '#0d1117', foreground: '#c9d1d9', cursor: '#c9d1d9' },
   });
@@ -144,8 +144,60 @@
     const rows = m ? Number(m[2]) : 0;
     if (cols > 0 && rows > 0 && cols <= maxDimension && rows <= maxDimension) {
       term.resize(cols, rows);
+      fit();
     }
   }
+
+  // fit keeps the recorded columns but draws them smaller when they are
+  // wider than the window (a phone), so that every row shows whole rather
+  // than clipped at the window's edge; never larger than fontSize.
+  // The Actual size button (shown only when the rows were drawn
+  // smaller) draws them at fontSize again, the terminal's box scrolling
+  // sideways; pressed again, it fits them back.
+  const fontSize = 14;
+  const minFontSize = 4;
+  const zoomEl = document.getElementById('zoom');
+  let actualSize = false;
+  zoomEl.addEventListener('click', function () {
+    actualSize = !actualSize;
+    fit();
+  });
+  function fit() {
+    const box = document.getElementById('terminal');
+    const screen = box.querySelector('.xterm-screen');
+    if (!screen) {
+      return;
+    }
+    let size = fontSize;
+    if (actualSize) {
+      term.options.fontSize = size;
+      zoomEl.setAttribute('aria-pressed', 'true');
+      return;
+    }
+    zoomEl.setAttribute('aria-pressed', 'false');
+    zoomEl.hidden = true;
+    // Measured at each try: the cell's width does not scale exactly
+    // with the font size, so shrink until it fits.
+    for (let i = 0; i < 8; i++) {
+      if (term.options.fontSize !== size) {
+        term.options.fontSize = size;
+      }
+      const width = screen.getBoundingClientRect().width;
+      const pad = getComputedStyle(box);
+      const room = box.clientWidth - parseFloat(pad.paddingLeft) - parseFloat(pad.paddingRight);
+      if (width <= room || size <= minFontSize || width === 0) {
+        zoomEl.hidden = size === fontSize;
+        return;
+      }
+      size = Math.max(minFontSize, Math.floor(size * room / width * 10 - (i > 0 ? 1 : 0)) / 10);
+    }
+    zoomEl.hidden = false;
+  }
+  let fitTimer = null;
+  window.addEventListener('resize', function () {
+    clearTimeout(fitTimer);
+    fitTimer = setTimeout(fit, 100);
+  });
 
   function clockText(secs) {
     const s = Math.floor(secs);

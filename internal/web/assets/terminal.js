@@ -194,7 +194,7 @@
         e.hidden = true;
       }
     }
-    for (const id of ['strip-approvals', 'strip-denied', 'strip-network']) {
+    for (const id of ['strip-approvals', 'strip-held', 'strip-denied', 'strip-network']) {
       document.getElementById(id).replaceChildren();
     }
     fit.fit();
@@ -245,6 +245,15 @@
       case 'human_running': return 'A human command runs: ' + cmd + ' (' + secs + ' s)';
     }
     return 'Agent: idle';
+  }
+  // untilText is " (until HH:MM)" for an expiry time, in the viewer's
+  // zone; "" if there is none.
+  function untilText(iso) {
+    const d = new Date(str(iso));
+    if (str(iso) === '' || isNaN(d)) {
+      return '';
+    }
+    return ' (until ' + d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' }) + ')';
   }
   function decide(id, approve, li) {
     for (const b of li.querySelectorAll('button')) {
@@ -396,6 +405,16 @@
       return li;
     });
     document.getElementById('strip-approvals').replaceChildren(...approvals);
+    // Approved after the agent's call stopped waiting: nothing runs until
+    // the agent repeats the identical call, and only until it expires.
+    const held = (Array.isArray(st.held) ? st.held : []).map(function (a) {
+      const li = node('li', 'strip-held');
+      li.dataset.id = str(a.id);
+      li.append(node('span', 'label', 'Approved'), ' — the agent\'s next identical call runs it' + untilText(a.expires) + ': ',
+        node('code', '', str(a.command) || str(a.tool)));
+      return li;
+    });
+    document.getElementById('strip-held').replaceChildren(...held);
     const denied = (Array.isArray(st.denied) ? st.denied : []).map(function (d) {
       const li = node('li', 'strip-denied');
       li.append(node('span', 'label', 'Refused by the policy: '), node('code', '', str(d.command) || str(d.tool)),
