@@ -40,7 +40,12 @@ func (c *conn) ShellChildren(shellPID int) (self []string, kids [][]string, err 
 	case err == nil && a.err != "":
 		return nil, nil, fmt.Errorf("sshconn: shell %d: children: %s", shellPID, a.err)
 	case err == nil:
-		return helperChildren(a.data)
+		all, err := helperChildren(a.data)
+		if err != nil {
+			return nil, nil, err
+		}
+		self, kids = shellAndChildren(all)
+		return self, kids, nil
 	case !errors.Is(err, errHelperDown):
 		return nil, nil, fmt.Errorf("sshconn: shell %d: children: %w", shellPID, err)
 	}
@@ -49,35 +54,22 @@ func (c *conn) ShellChildren(shellPID int) (self []string, kids [][]string, err 
 	if err != nil {
 		return nil, nil, fmt.Errorf("sshconn: shell %d: %w", shellPID, err)
 	}
-	for i, cl := range strings.Split(string(b), "\x1e") {
+	var all [][]string
+	for _, cl := range strings.Split(string(b), "\x1e") {
 		var argv []string
 		if cl = strings.TrimSuffix(cl, "\x00"); cl != "" {
 			argv = strings.Split(cl, "\x00")
 		}
-		switch {
-		case i == 0:
-			self = argv
-		case argv != nil:
-			kids = append(kids, argv)
-		}
+		all = append(all, argv)
 	}
+	self, kids = shellAndChildren(all)
 	return self, kids, nil
 }
 
-// helperChildren reads the helper's answer to children: "P" and a pid
-// start a process (the shell first), "A" lines are its arguments.
-func helperChildren(data []string) (self []string, kids [][]string, err error) {
-	var all [][]string
-	for _, l := range data {
-		switch {
-		case strings.HasPrefix(l, "P"):
-			all = append(all, nil)
-		case strings.HasPrefix(l, "A") && len(all) > 0:
-			all[len(all)-1] = append(all[len(all)-1], l[1:])
-		default:
-			return nil, nil, fmt.Errorf("sshconn: children: unexpected line %q", l)
-		}
-	}
+// shellAndChildren splits the command lines of the shell (first) and of
+// its children; a child that ended meanwhile (no command line) is left
+// out.
+func shellAndChildren(all [][]string) (self []string, kids [][]string) {
 	for i, argv := range all {
 		switch {
 		case i == 0:
@@ -86,5 +78,22 @@ func helperChildren(data []string) (self []string, kids [][]string, err error) {
 			kids = append(kids, argv)
 		}
 	}
-	return self, kids, nil
+	return self, kids
+}
+
+// helperChildren reads the helper's answer to children: "P" and a pid
+// start a process (the shell first), "A" lines are its arguments.
+func helperChildren(data []string) ([][]string, error) {
+	var all [][]string
+	for _, l := range data {
+		switch {
+		case strings.HasPrefix(l, "P"):
+			all = append(all, nil)
+		case strings.HasPrefix(l, "A") && len(all) > 0:
+			all[len(all)-1] = append(all[len(all)-1], l[1:])
+		default:
+			return nil, fmt.Errorf("sshconn: children: unexpected line %q", l)
+		}
+	}
+	return all, nil
 }

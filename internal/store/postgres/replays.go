@@ -24,27 +24,21 @@ func (db *DB) AddReplay(ctx context.Context, sessionID string, keyHash []byte, r
 
 // FindReplay implements [store.Store].
 func (db *DB) FindReplay(ctx context.Context, keyHash []byte) (store.Replay, error) {
-	var r store.Replay
-	err := db.run(ctx, "store find replay", func(ctx context.Context) error {
-		return db.pool.QueryRow(ctx, `SELECT s.id, s.name, s.status, r.recording_path
-			FROM replays r JOIN sessions s ON s.id = r.session_id WHERE r.monitor_key_hash = $1`, keyHash).
-			Scan(&r.SessionID, &r.Name, &r.Status, &r.RecordingPath)
-	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return store.Replay{}, store.ErrNotFound
-	}
-	if err != nil {
-		return store.Replay{}, err
-	}
-	return r, nil
+	return db.replay(ctx, "store find replay", "r.monitor_key_hash = $1", keyHash)
 }
 
 // ReplayOf implements [store.Store].
 func (db *DB) ReplayOf(ctx context.Context, sessionID string) (store.Replay, error) {
+	return db.replay(ctx, "store replay of a session", "r.session_id = $1", sessionID)
+}
+
+// replay finds the one replay that where (a condition on replays r, with
+// one parameter) picks, with its session's name and status.
+func (db *DB) replay(ctx context.Context, op, where string, arg any) (store.Replay, error) {
 	var r store.Replay
-	err := db.run(ctx, "store replay of a session", func(ctx context.Context) error {
+	err := db.run(ctx, op, func(ctx context.Context) error {
 		return db.pool.QueryRow(ctx, `SELECT s.id, s.name, s.status, r.recording_path
-			FROM replays r JOIN sessions s ON s.id = r.session_id WHERE r.session_id = $1`, sessionID).
+			FROM replays r JOIN sessions s ON s.id = r.session_id WHERE `+where, arg).
 			Scan(&r.SessionID, &r.Name, &r.Status, &r.RecordingPath)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {

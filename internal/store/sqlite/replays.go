@@ -23,30 +23,26 @@ func (s *DB) AddReplay(ctx context.Context, sessionID string, keyHash []byte, re
 
 // FindReplay implements [store.Store].
 func (s *DB) FindReplay(ctx context.Context, keyHash []byte) (store.Replay, error) {
-	var r store.Replay
-	err := s.db.QueryRowContext(ctx, `SELECT s.id, s.name, s.status, r.recording_path
-		FROM replays r JOIN sessions s ON s.id = r.session_id WHERE r.monitor_key_hash = ?`, keyHash).
-		Scan(&r.SessionID, &r.Name, &r.Status, &r.RecordingPath)
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.Replay{}, store.ErrNotFound
-	}
-	if err != nil {
-		return store.Replay{}, fmt.Errorf("store find replay: %w", err)
-	}
-	return r, nil
+	return s.replay(ctx, "store find replay", "r.monitor_key_hash = ?", keyHash)
 }
 
 // ReplayOf implements [store.Store].
 func (s *DB) ReplayOf(ctx context.Context, sessionID string) (store.Replay, error) {
+	return s.replay(ctx, "store replay of a session", "r.session_id = ?", sessionID)
+}
+
+// replay finds the one replay that where (a condition on replays r, with
+// one parameter) picks, with its session's name and status.
+func (s *DB) replay(ctx context.Context, op, where string, arg any) (store.Replay, error) {
 	var r store.Replay
 	err := s.db.QueryRowContext(ctx, `SELECT s.id, s.name, s.status, r.recording_path
-		FROM replays r JOIN sessions s ON s.id = r.session_id WHERE r.session_id = ?`, sessionID).
+		FROM replays r JOIN sessions s ON s.id = r.session_id WHERE `+where, arg).
 		Scan(&r.SessionID, &r.Name, &r.Status, &r.RecordingPath)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Replay{}, store.ErrNotFound
 	}
 	if err != nil {
-		return store.Replay{}, fmt.Errorf("store replay of a session: %w", err)
+		return store.Replay{}, fmt.Errorf("%s: %w", op, err)
 	}
 	return r, nil
 }
