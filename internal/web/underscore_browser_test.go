@@ -7,6 +7,7 @@ import (
 	"image/png"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -65,47 +66,60 @@ func underscoreShown(t *testing.T, ctx context.Context) {
 	poll(t, ctx, `window.tandem.term.buffer.active.getLine(window.tandem.term.buffer.active.viewportY).translateToString(true) === "deploy_key"`)
 	// The DOM holds what the renderer drew once a frame has passed.
 	poll(t, ctx, `document.querySelector(".xterm-rows > div") && document.querySelector(".xterm-rows > div").textContent.includes("deploy_key")`)
-	geo, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`(() => {
-		const r = document.querySelector(".xterm-screen").getBoundingClientRect();
-		const t = window.tandem.term;
-		return [r.width / t.cols, r.height / t.rows, window.devicePixelRatio];
-	})()`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	shot, err := chromedp.Run(ctx, chromedp.Screenshot(chromedp.CSS(".xterm-screen")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := png.Decode(bytes.NewReader(shot))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cellW, rowH, scale := geo[0], geo[1], geo[2]
-	// lit counts the pixels of column col, row 0 (and half a row below),
-	// clearly brighter than the background (#0d1117).
-	lit := func(col int) int {
-		n := 0
-		x0, x1 := int(float64(col)*cellW*scale), int(float64(col+1)*cellW*scale)
-		y1 := int(1.5 * rowH * scale)
-		for y := 0; y < y1 && y < img.Bounds().Dy(); y++ {
-			for x := x0; x < x1 && x < img.Bounds().Dx(); x++ {
-				if bright(img, x, y) {
-					n++
-				}
-			}
+	// A person looks until the page settles (the viewport just changed, so
+	// the terminal may still be laying out): the shot is taken again until
+	// the glyphs show, or the deadline says they never will.
+	var cellW, rowH, scale float64
+	var d, under, empty int
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		geo, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`(() => {
+			const r = document.querySelector(".xterm-screen").getBoundingClientRect();
+			const t = window.tandem.term;
+			return [r.width / t.cols, r.height / t.rows, window.devicePixelRatio];
+		})()`))
+		if err != nil {
+			t.Fatal(err)
 		}
-		return n
+		shot, err := chromedp.Run(ctx, chromedp.Screenshot(chromedp.CSS(".xterm-screen")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(bytes.NewReader(shot))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cellW, rowH, scale = geo[0], geo[1], geo[2]
+		d, under, empty = litCells(img, cellW, rowH, scale, 0), litCells(img, cellW, rowH, scale, 6), litCells(img, cellW, rowH, scale, 20)
+		if (d > 0 && under > 0) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // the next look
 	}
-	if n := lit(0); n == 0 {
+	if d == 0 {
 		t.Fatalf("no pixel of the 'd' in cell 0: the screenshot does not show the terminal (cell %.1fx%.1f px at %vx)", cellW, rowH, scale)
 	}
-	if n := lit(6); n == 0 {
+	if under == 0 {
 		t.Errorf("the underscore of deploy_key (cell 6) has no pixel: the row clips it (cell %.1fx%.1f px, row height %.2f x the font size)", cellW, rowH, rowH/14)
 	}
-	if n := lit(20); n != 0 {
-		t.Errorf("an empty cell has %d lit pixels: the threshold is wrong", n)
+	if empty != 0 {
+		t.Errorf("an empty cell has %d lit pixels: the threshold is wrong", empty)
 	}
+}
+
+// litCells counts the pixels of column col, row 0 (and half a row
+// below), clearly brighter than the background (#0d1117).
+func litCells(img image.Image, cellW, rowH, scale float64, col int) int {
+	n := 0
+	x0, x1 := int(float64(col)*cellW*scale), int(float64(col+1)*cellW*scale)
+	y1 := int(1.5 * rowH * scale)
+	for y := 0; y < y1 && y < img.Bounds().Dy(); y++ {
+		for x := x0; x < x1 && x < img.Bounds().Dx(); x++ {
+			if bright(img, x, y) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // bright says whether the pixel at x, y is text rather than background.
