@@ -29,36 +29,20 @@ type ChildLister interface {
 	ShellChildren(shellPID int) (self []string, kids [][]string, err error)
 }
 
-// nestedNow looks whether the human's running command is a shell of its
-// own, and names it; s.mu is held, and let go during the looks. A shell
-// seen once is looked for again: a child of the shell can show a bare
-// shell's argv for an instant (seen over SSH, under load, during a paste
-// of subshells and `sh -c` lines), while a human's own shell stays.
+// nestedNow looks, once, whether the human's running command is a shell
+// of its own, and names it; s.mu is held, and let go during the look.
 func (s *Shell) nestedNow() string {
 	cl, ok := s.conn.(ChildLister)
 	if !ok || s.human == nil || s.pid == 0 {
 		return ""
 	}
 	pid, h := s.pid, s.human
-	look := func() string {
-		s.mu.Unlock()
-		self, kids, err := cl.ShellChildren(pid)
-		s.mu.Lock()
-		if err != nil || s.human != h {
-			return ""
-		}
-		return nestedShell(self, kids)
-	}
-	what := look()
-	if what == "" || look() != what {
+	s.mu.Unlock()
+	self, kids, err := cl.ShellChildren(pid)
+	s.mu.Lock()
+	if err != nil || s.human != h {
 		return ""
 	}
-	return what
-}
-
-// nestedShell names the interactive shell among the shell's children,
-// if one runs.
-func nestedShell(self []string, kids [][]string) string {
 	for _, argv := range kids {
 		if slices.Equal(argv, self) {
 			continue // a fork of the shell: a subshell, or a program not started yet

@@ -50,7 +50,10 @@ while read -r v p s; do
 	case $v in
 	stat|status|comm) file /proc/$p/$v 2>/dev/null && ok=1;;
 	children) ok=1; for c in $p $(<"/proc/$p/task/$p/children"); do out "P$c"
-		while IFS= read -r -d '' a; do out "A$a"; done 2>/dev/null <"/proc/$c/cmdline"; done 2>/dev/null;;
+		# cat reads the whole command line at once: bash's own reads would
+		# take it in pieces, and a child that execs or exits between two
+		# pieces would show a cut argv (a fork of bash as a bare "bash").
+		cat "/proc/$c/cmdline" 2>/dev/null | while IFS= read -r -d '' a; do out "A$a"; done; done 2>/dev/null;;
 	cmdline) file /proc/$p/$v '' 2>/dev/null && ok=1;;
 	stty) t=/proc/$p/fd/0; [[ -e $t ]] || t=/dev/$(ps -o tty= -p "$p" 2>/dev/null | tr -d ' ')
 		if m=$(command -p stty -a 2>&1 <"$t"); then out "$m"; echo ok; else echo "err ${m//$'\n'/ }"; fi; continue;;
