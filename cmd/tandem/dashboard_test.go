@@ -140,6 +140,11 @@ func TestDashboardURLListsLiveTandems(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = stdin.Close() })
+	deadErr, err := os.CreateTemp(t.TempDir(), "stderr-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead.Stderr = deadErr
 	if err := dead.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -147,8 +152,10 @@ func TestDashboardURLListsLiveTandems(t *testing.T) {
 		out, _ := exec.Command(binary, "dashboard-url", "--data-dir", a.dataDir).Output()
 		return strings.Split(strings.TrimSpace(string(out)), "\n")
 	}
-	if !waitFor(20*time.Second, func() bool { return len(list()) == 3 }) {
-		t.Fatalf("three live tandems, listed: %q", list())
+	// A loaded machine starts a tandem in seconds, not milliseconds.
+	if !waitFor(60*time.Second, func() bool { return len(list()) == 3 }) {
+		b, _ := os.ReadFile(deadErr.Name())
+		t.Fatalf("three live tandems, listed: %q; the third's stderr:\n%s", list(), b)
 	}
 	_ = dead.Process.Kill()
 	_ = dead.Wait()
