@@ -366,3 +366,13 @@ func (h *inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rp.ServeHTTP(w, r)
 }
+
+// TrustBundle is what the session's programs trust: the system's roots
+// and the session CA's certificate (never its key); nil when the session
+// inspects no host.
+func (l *Listener) TrustBundle() []byte {
+	if l.ca == nil {
+		return nil
+	}
+	return l.ca.TrustBundle()
+}

@@ -34,7 +34,7 @@ func (s *Server) armEgress(c session.Caller, t *session.Target) {
 		return // a session without a proxy is refused when it starts
 	}
 	e.Open = func(ctx context.Context, sess *session.Session) (shell.LaunchProxy, func(), error) {
-		es := egress.Session{Name: sess.Name, Allow: e.Allow, Hosts: e.Hosts,
+		es := egress.Session{Name: sess.Name, Allow: e.Allow, Hosts: e.Hosts, Credentials: e.Credentials,
 			Report: func(conn egress.Conn) { s.noteConnection(c, sess, conn) }}
 		if e.Ask {
 			es.Ask = func(ctx context.Context, host string, port uint16) (bool, error) {
@@ -57,7 +57,9 @@ func (s *Server) noteConnection(c session.Caller, sess *session.Session, conn eg
 	if conn.Ended || s.deps.Audit == nil {
 		return
 	}
-	args, _ := json.Marshal(map[string]any{"host": conn.Host, "port": conn.Port, "address": conn.Addr})
+	a := map[string]any{"host": conn.Host, "port": conn.Port, "address": conn.Addr}
+	addInspected(a, conn)
+	args, _ := json.Marshal(a)
 	rec := audit.Record{
 		Time: conn.Started, Tenant: c.Tenant, Actor: s.auditActor(c), SessionID: sess.ID, SessionName: sess.Name,
 		Target: sess.Target.Name, Tool: networkTool, Event: audit.EventNetwork, Args: args,
@@ -166,7 +168,9 @@ func addNetwork(sess *session.Session, rec session.Record, r reply) {
 				if by == "" {
 					by = "nobody" // the program stopped waiting before anyone answered
 				}
-				refused = append(refused, reply{"host": c.Host, "port": c.Port, "reason": c.Reason, "decidedBy": by})
+				rr := reply{"host": c.Host, "port": c.Port, "reason": c.Reason, "decidedBy": by}
+				addInspected(rr, c)
+				refused = append(refused, rr)
 			}
 			continue
 		}
@@ -176,6 +180,7 @@ func addNetwork(sess *session.Session, rec session.Record, r reply) {
 			if c.Ended {
 				r["durationMs"] = c.Duration.Milliseconds()
 			}
+			addInspected(r, c)
 			list = append(list, r)
 		}
 	}
@@ -184,5 +189,23 @@ func addNetwork(sess *session.Session, rec session.Record, r reply) {
 	}
 	if len(list) > 0 {
 		r["connections"] = list
+	}
+}
+
+// addInspected adds what an inspected connection tells: the request
+// refused (method, path), that the proxy saw inside its TLS, and the
+// credentials it adds, by name (never their values).
+func addInspected(r map[string]any, c egress.Conn) {
+	if c.Method != "" {
+		r["method"] = c.Method
+	}
+	if c.Path != "" {
+		r["path"] = c.Path
+	}
+	if c.Inspected {
+		r["inspected"] = true
+	}
+	if c.Credential != "" {
+		r["credential"] = c.Credential
 	}
 }
