@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -14,6 +15,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -291,5 +293,119 @@ func TestInspectedSmuggling(t *testing.T) {
 		if strings.Contains(s, "/repos/other") {
 			t.Fatalf("a smuggled request reached the server: %q", af.seenRequests())
 		}
+	}
+}
+
+// TestInspectedUpstreamUnverified: a host whose certificate the proxy
+// cannot verify (no caFile, and a test CA the system does not trust) is
+// refused with the reason, and the request never reaches it.
+func TestInspectedUpstreamUnverified(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	t.Cleanup(srv.Close)
+	a, err := ParseEntries([]Entry{{Host: "example.com:" + portOf(t, srv)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []Conn
+	p := New(Options{Resolver: fakeDNS{}})
+	l, err := p.Open(Session{Name: "dev", Allow: a, Hosts: map[string][]netip.Addr{"example.com": {netip.MustParseAddr("127.0.0.1")}},
+		Credentials: []Credential{{Name: "api", Host: "example.com", Header: "Authorization", Value: "Bearer x"}},
+		Report:      func(c Conn) { mu.Lock(); got = append(got, c); mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	af := &apiFixture{fixture: &fixture{p: p, l: l}}
+	resp, err := af.sessionClient("example.com").Get("https://example.com:" + portOf(t, srv) + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(b), "could not be verified") || hits.Load() != 0 {
+		t.Fatalf("%d %q, %d requests reached the host: want 502 saying the host could not be verified, and none", resp.StatusCode, b, hits.Load())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, c := range got {
+		if c.Decision == Refused && strings.Contains(c.Reason, "could not be verified") {
+			return
+		}
+	}
+	t.Errorf("no refusal reported in %+v", got)
+}
+
+// TestInspectedStreams: on one inspected connection (keep-alive), a
+// chunked upload reaches the host whole and a streamed response reaches
+// the program chunk by chunk, before the host ends it.
+func TestInspectedStreams(t *testing.T) {
+	release := make(chan struct{})
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/upload":
+			b, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "got %d bytes, chunked=%v", len(b), len(r.TransferEncoding) > 0)
+		case "/stream":
+			fmt.Fprint(w, "first\n")
+			w.(http.Flusher).Flush()
+			<-release
+			fmt.Fprint(w, "second\n")
+		}
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	a, err := ParseEntries([]Entry{{Host: "example.com:" + portOf(t, srv), Methods: []string{"GET", "POST"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New(Options{Resolver: fakeDNS{}})
+	l, err := p.Open(Session{Name: "dev", Allow: a, Hosts: map[string][]netip.Addr{"example.com": {netip.MustParseAddr("127.0.0.1")}},
+		Credentials: []Credential{{Name: "api", Host: "example.com", Header: "Authorization", Value: "Bearer x",
+			RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	c := (&apiFixture{fixture: &fixture{p: p, l: l}}).sessionClient("example.com")
+	base := "https://example.com:" + portOf(t, srv)
+	pr, pw := io.Pipe()
+	go func() {
+		for i := 0; i < 64; i++ {
+			_, _ = pw.Write(bytes.Repeat([]byte{'x'}, 1024))
+		}
+		_ = pw.Close()
+	}()
+	resp, err := c.Post(base+"/upload", "application/octet-stream", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "got 65536 bytes, chunked=true" {
+		t.Fatalf("upload: %q", b)
+	}
+	resp, err = c.Get(base + "/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || line != "first\n" {
+		t.Fatalf("the first chunk did not come before the host ended: %q %v", line, err)
+	}
+	close(release)
+	if rest, _ := io.ReadAll(br); string(rest) != "second\n" {
+		t.Fatalf("rest %q", rest)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d upstream connections for two requests of one kept-alive connection, want 1", n)
 	}
 }
