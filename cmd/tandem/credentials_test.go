@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -90,6 +91,7 @@ func TestCredentialsNeverInSession(t *testing.T) {
 		"dev": fmt.Sprintf(`{allow: [{host: "api.test:%s", methods: [GET], paths: ["/repos/acme/*"]}], hosts: {api.test: 127.0.0.1},`+
 			` credentials: [{name: api, host: api.test, value: "Bearer {secret}", secretFile: %s, caFile: %s}]}`, port, tokenFile, api.certFile),
 	}, "")
+	buildGoGet(t, filepath.Join(ws, "goget"))
 	srv := startServer(t, serverOpts{dir: ws, config: cfg})
 	s := connectTo(t, srv, "dev", "creds")
 	base := "https://api.test:" + port
@@ -119,6 +121,7 @@ except ImportError:
 r = requests.get(sys.argv[1]); r.raise_for_status(); print(r.text)' ` + base + "/repos/acme/py", true, "hello /repos/acme/py", "", "", true},
 		{"python urllib, default context", `python3 -c 'import urllib.request,sys; print(urllib.request.urlopen(sys.argv[1]).read().decode())' ` + base + "/repos/acme/urllib", true, "hello /repos/acme/urllib", "", "", true},
 		{"node, default trust", nodeGet, true, "hello /repos/acme/node", "", "", true},
+		{"go net/http, default trust", "./goget " + base + "/repos/acme/go", true, "hello /repos/acme/go", "", "", true},
 		{"POST is refused", "curl -sS -f -X POST " + base + "/repos/acme/x", false, "", "method POST is not one of GET", "POST", false},
 		{"another path is refused", "curl -sS -f " + base + "/repos/other/x", false, "", "path /repos/other/x is not under /repos/acme/*", "GET", false},
 		{"its own Authorization is refused", "curl -sS -f -H 'Authorization: Bearer mine' " + base + "/repos/acme/x", false, "", "brings its own Authorization header", "GET", false},
@@ -257,3 +260,46 @@ http.request({host: p.hostname, port: p.port, method: "CONNECT", path: u.host, h
   s.on("error", e => { console.error(e.message); process.exit(1); });
 }).end();
 ' $BASE/repos/acme/node`
+
+// buildGoGet builds, at out, a Go program that prints the body of a GET
+// of its argument with net/http's defaults: HTTPS_PROXY from the
+// environment, the system's roots (SSL_CERT_FILE).
+func buildGoGet(t *testing.T, out string) {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("go is not on PATH: %v", err)
+	}
+	src := t.TempDir()
+	prog := `package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+)
+
+func main() {
+	r, err := http.Get(os.Args[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	b, _ := io.ReadAll(r.Body)
+	fmt.Print(string(b))
+	if r.StatusCode != 200 {
+		os.Exit(2)
+	}
+}
+`
+	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(prog), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(goBin, "build", "-o", out, "main.go")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "GO111MODULE=off", "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+}
