@@ -288,30 +288,48 @@ type inspector struct {
 	tr    *http.Transport
 }
 
-// judge says why a request may not go, or "", and the credential to add.
-func (h *inspector) judge(r *http.Request) (string, *Credential) {
+// judge says why a request may not go, or "", and the credential to add;
+// ruled says the refusal is the entry's methods or paths (which a human
+// may overrule, with ask).
+func (h *inspector) judge(r *http.Request) (why string, cred *Credential, ruled bool) {
+	if why := h.judgeFrame(r); why != "" {
+		return why, nil, false
+	}
+	if why := h.rule.judgeRequest(r.Method, r.URL.Path); why != "" {
+		return why, nil, true
+	}
+	why, cred = h.credential(r)
+	return why, cred, false
+}
+
+// judgeFrame says why a request is refused whatever the rules: another
+// host than the tunnel's (fronting), CONNECT, an upgrade, not HTTP/1.
+func (h *inspector) judgeFrame(r *http.Request) string {
 	host, port := r.Host, ""
 	if hh, pp, err := net.SplitHostPort(r.Host); err == nil {
 		host, port = hh, pp
 	}
 	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
 	if host != h.c.Host || (port != "" && port != strconv.Itoa(int(h.c.Port))) {
-		return fmt.Sprintf("domain fronting: the request's Host %q is not %s, the host its TLS connection was opened to", r.Host, h.c.Target()), nil
+		return fmt.Sprintf("domain fronting: the request's Host %q is not %s, the host its TLS connection was opened to", r.Host, h.c.Target())
 	}
 	if r.URL.IsAbs() && (!strings.EqualFold(r.URL.Hostname(), h.c.Host) || r.URL.Scheme != "https") {
-		return fmt.Sprintf("the request names %s://%s, not %s", r.URL.Scheme, r.URL.Host, h.c.Host), nil
+		return fmt.Sprintf("the request names %s://%s, not %s", r.URL.Scheme, r.URL.Host, h.c.Host)
 	}
 	switch {
 	case r.Method == http.MethodConnect:
-		return "CONNECT inside an inspected connection", nil
+		return "CONNECT inside an inspected connection"
 	case r.Header.Get("Upgrade") != "":
-		return "protocol upgrades (Upgrade: " + r.Header.Get("Upgrade") + ") are not passed on inspected connections", nil
+		return "protocol upgrades (Upgrade: " + r.Header.Get("Upgrade") + ") are not passed on inspected connections"
 	case r.ProtoMajor != 1:
-		return "only HTTP/1.x is passed on inspected connections", nil
+		return "only HTTP/1.x is passed on inspected connections"
 	}
-	if why := h.rule.judgeRequest(r.Method, r.URL.Path); why != "" {
-		return why, nil
-	}
+	return ""
+}
+
+// credential picks the credential for r, or says why r is refused: it
+// brings the credential's header itself.
+func (h *inspector) credential(r *http.Request) (string, *Credential) {
 	for i := range h.creds {
 		cr := &h.creds[i]
 		if cr.Path != "" && (cleanPath(r.URL.Path) != r.URL.Path || !strings.HasPrefix(r.URL.Path, cr.Path)) {
@@ -326,7 +344,16 @@ func (h *inspector) judge(r *http.Request) (string, *Credential) {
 }
 
 func (h *inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	why, cred := h.judge(r)
+	why, cred, ruled := h.judge(r)
+	if why != "" && ruled && h.l.s.AskRequest != nil {
+		if c, ok := h.ask(r, why); !ok {
+			w.Header().Set("X-Tandem-Refused", c.Decision)
+			w.Header().Set("Connection", "close")
+			http.Error(w, fmt.Sprintf("tandem's egress proxy refused %s %s%s: %s", r.Method, h.c.Host, r.URL.Path, c.Reason), http.StatusForbidden)
+			return
+		}
+		why, cred = h.credential(r)
+	}
 	if why != "" {
 		h.l.refuseRequest(h.c, r.Method, r.URL.Path, why)
 		w.Header().Set("X-Tandem-Refused", Refused)
@@ -375,4 +402,39 @@ func (l *Listener) TrustBundle() []byte {
 		return nil
 	}
 	return l.ca.TrustBundle()
+}
+
+// ask holds a request the entry's rules refuse (why) for a human, and
+// reports the answer as a request of its own (method and path): approved,
+// or denied with the reason and who decided.
+func (h *inspector) ask(r *http.Request, why string) (Conn, bool) {
+	l := h.l
+	c := Conn{ID: strconv.FormatUint(l.p.nextID.Add(1), 36), Session: h.c.Session, Host: h.c.Host, Port: h.c.Port, Addr: h.c.Addr,
+		Method: r.Method, Path: r.URL.Path, Started: time.Now(), Inspected: true}
+	if !l.take(&l.asking, MaxAsking) {
+		c.Decision, c.DecidedBy = Refused, ByAllowlist
+		c.Reason = fmt.Sprintf("%s, and %d connections of this session already wait for a human; retry once they are decided", why, MaxAsking)
+		l.report(c)
+		return c, false
+	}
+	yes, err := l.s.AskRequest(r.Context(), h.c.Host, h.c.Port, r.Method, r.URL.Path, why)
+	l.give(&l.asking)
+	if err != nil || !yes {
+		c.Decision, c.Reason = Denied, "a human did not let it through"
+		var d *Denial
+		switch {
+		case errors.As(err, &d):
+			c.DecidedBy = d.By
+			if d.Reason != "" {
+				c.Reason = "denied: " + d.Error()
+			}
+		case err != nil:
+			c.Reason = "no human let it through: " + err.Error()
+		}
+		l.report(c)
+		return c, false
+	}
+	c.Decision, c.Reason, c.Ended = Approved, "a human let it through", true
+	l.report(c)
+	return c, true
 }

@@ -143,6 +143,11 @@ type Session struct {
 	// Credentials are added to the requests sent to their hosts, on
 	// connections the proxy inspects.
 	Credentials []Credential
+	// AskRequest, when set, is asked about a request on an inspected
+	// connection that its allowlist entry's methods or paths refuse (why
+	// says so), and answers whether a human let it through; nil refuses
+	// it. A *Denial error says why a human said no.
+	AskRequest func(ctx context.Context, host string, port uint16, method, path, why string) (bool, error)
 }
 
 // Proxy is the egress proxy of one tandem process. Its zero value is not
