@@ -112,6 +112,7 @@ func TestCredentialsNeverInSession(t *testing.T) {
 		reached   bool // the server saw a request
 	}{
 		{"curl gets the bearer", "curl -sS -f -D - " + base + "/repos/acme/x", true, "hello /repos/acme/x", "", "", true},
+		{"curl over HTTP/2", "curl -sS -f --http2 -o /dev/null -w 'HTTP/%{http_version} ' " + base + "/repos/acme/h2 && curl -sS --http2 " + base + "/repos/acme/h2", true, "HTTP/2 hello /repos/acme/h2", "", "", true},
 		// requests where the sandbox can import it (else urllib again).
 		{"python requests", `python3 -c 'import sys
 try:

@@ -175,7 +175,7 @@ func (e *upstreamError) Error() string { return e.err.Error() }
 func (e *upstreamError) Unwrap() error { return e.err }
 
 // inspect serves an inspected tunnel: it ends the session's TLS with a
-// certificate of the session's CA for c.Host, reads each HTTP/1.1
+// certificate of the session's CA for c.Host, reads each HTTP/1.1 or HTTP/2
 // request, judges it (the host it names, the rule's methods and paths,
 // the credential's header), adds the credential and sends it on over a
 // TLS connection of its own, verified against the system's roots or the
@@ -185,7 +185,10 @@ func (l *Listener) inspect(c Conn, down net.Conn, addrs []netip.Addr, rule Rule,
 	sni := ""
 	tc := tls.Server(down, &tls.Config{
 		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"http/1.1"},
+		// HTTP/2 where the program offers it (git and Go do): net/http's
+		// server speaks it on this connection, and each stream is a
+		// request judged like any other.
+		NextProtos: []string{"h2", "http/1.1"},
 		GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			sni = strings.TrimSuffix(strings.ToLower(h.ServerName), ".")
 			if sni != c.Host && !(sni == "" && isAddr(c.Host)) {
@@ -321,8 +324,8 @@ func (h *inspector) judgeFrame(r *http.Request) string {
 		return "CONNECT inside an inspected connection"
 	case r.Header.Get("Upgrade") != "":
 		return "protocol upgrades (Upgrade: " + r.Header.Get("Upgrade") + ") are not passed on inspected connections"
-	case r.ProtoMajor != 1:
-		return "only HTTP/1.x is passed on inspected connections"
+	case r.ProtoMajor != 1 && r.ProtoMajor != 2:
+		return "only HTTP/1.x and HTTP/2 are passed on inspected connections"
 	}
 	return ""
 }

@@ -148,10 +148,15 @@ func newAPIFixture(t *testing.T, replace bool) *apiFixture {
 // sessionClient trusts the session's CA only, as a program in the session
 // does through its bundle.
 func (af *apiFixture) sessionClient(serverName string) *http.Client {
+	return af.sessionClientProto(serverName, false)
+}
+
+// sessionClientProto is sessionClient, offering HTTP/2 when h2.
+func (af *apiFixture) sessionClientProto(serverName string, h2 bool) *http.Client {
 	u, _ := url.Parse(af.l.URL())
 	pool := x509.NewCertPool()
 	pool.AddCert(af.l.CA().Certificate())
-	tr := &http.Transport{Proxy: http.ProxyURL(u), TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: serverName}}
+	tr := &http.Transport{Proxy: http.ProxyURL(u), TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: serverName}, ForceAttemptHTTP2: h2}
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
 }
 
@@ -162,6 +167,12 @@ func (af *apiFixture) seenRequests() []string {
 }
 
 func TestInspectedRequests(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2"}[h2], func(t *testing.T) { testInspectedRequests(t, h2) })
+	}
+}
+
+func testInspectedRequests(t *testing.T, h2 bool) {
 	af := newAPIFixture(t, false)
 	base := "https://example.com:" + portOf(t, af.srv)
 	tests := []struct {
@@ -189,9 +200,12 @@ func TestInspectedRequests(t *testing.T) {
 			if tc.host != "" {
 				req.Host = tc.host
 			}
-			resp, err := af.sessionClient("example.com").Do(req)
+			resp, err := af.sessionClientProto("example.com", h2).Do(req)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if want := map[bool]int{false: 1, true: 2}[h2]; resp.ProtoMajor != want {
+				t.Errorf("the proxy answered over HTTP/%d, want %d", resp.ProtoMajor, want)
 			}
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
