@@ -379,6 +379,7 @@ func (h *inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		},
 		Transport:     h.tr,
 		FlushInterval: -1,
+		BufferPool:    (*copyBufs)(h.l.p),
 		ErrorLog:      slog.NewLogLogger(h.l.p.log.Handler(), slog.LevelDebug),
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			var ue *upstreamError
@@ -440,4 +441,28 @@ func (h *inspector) ask(r *http.Request, why string) (Conn, bool) {
 	c.Decision, c.Reason, c.Ended = Approved, "a human let it through", true
 	l.report(c)
 	return c, true
+}
+
+// copyBufs lends an inspected connection's ReverseProxy the proxy's
+// large copy buffers, within the same budget as the tunnels (maxBigBufs),
+// and a small one when it is in use.
+type copyBufs Proxy
+
+func (c *copyBufs) Get() []byte {
+	p := (*Proxy)(c)
+	select {
+	case p.bigSlots <- struct{}{}:
+		return p.bufs.Get().(*[copyBuf]byte)[:]
+	default:
+		return make([]byte, smallBuf)
+	}
+}
+
+func (c *copyBufs) Put(b []byte) {
+	if len(b) != copyBuf {
+		return
+	}
+	p := (*Proxy)(c)
+	p.bufs.Put((*[copyBuf]byte)(b))
+	<-p.bigSlots
 }
