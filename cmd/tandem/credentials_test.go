@@ -181,6 +181,32 @@ r = requests.get(sys.argv[1]); r.raise_for_status(); print(r.text)' ` + base + "
 		t.Errorf("the echoed token is not redacted twice: %q", out)
 	}
 
+	// The audit names the credential of the allowed tunnels and the
+	// method and path of a refused request; its network records never
+	// the token (the test's own commands above hold it, as typed).
+	audit, err := tandemCLI(t, "audit", "tail", "--data-dir", srv.dataDir, "--json", "-n", "100000")
+	if err != nil {
+		t.Fatalf("audit tail: %v\n%s", err, audit)
+	}
+	var named, refusedPost bool
+	for _, line := range strings.Split(strings.TrimSpace(audit), "\n") {
+		var rec struct {
+			Event, Outcome string
+			Args           map[string]any
+		}
+		if json.Unmarshal([]byte(line), &rec) != nil || rec.Event != "network" {
+			continue
+		}
+		if strings.Contains(line, token) {
+			t.Errorf("a network record holds the token: %s", line)
+		}
+		named = named || rec.Outcome == "allowed" && rec.Args["credential"] == "api"
+		refusedPost = refusedPost || rec.Outcome == "refused" && rec.Args["method"] == "POST" && rec.Args["path"] == "/repos/acme/x"
+	}
+	if !named || !refusedPost {
+		t.Errorf("audit (credential named %v, refused POST %v):\n%s", named, refusedPost, audit)
+	}
+
 	// The session CA's key is in no file of the data dir or the run dir.
 	home := str(result(t, s.exec(t, "echo $HOME", 10))["stdout"])
 	runDir := filepath.Dir(home)
