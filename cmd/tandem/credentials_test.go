@@ -290,7 +290,8 @@ http.request({host: p.hostname, port: p.port, method: "CONNECT", path: u.host, h
 
 // buildGoGet builds, at out, a Go program that prints the body of a GET
 // of its argument with net/http's defaults: HTTPS_PROXY from the
-// environment, the system's roots (SSL_CERT_FILE).
+// environment, the system's roots (SSL_CERT_FILE). It connects from a
+// thread other than the main one.
 func buildGoGet(t *testing.T, out string) {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
@@ -305,19 +306,32 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime"
 )
 
+// The main goroutine keeps the main thread: the request is made from
+// another thread, as a multi-threaded program's often is.
+func init() { runtime.LockOSThread() }
+
 func main() {
-	r, err := http.Get(os.Args[1])
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	b, _ := io.ReadAll(r.Body)
-	fmt.Print(string(b))
-	if r.StatusCode != 200 {
-		os.Exit(2)
-	}
+	done := make(chan int)
+	go func() {
+		runtime.LockOSThread()
+		r, err := http.Get(os.Args[1])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			done <- 1
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		fmt.Print(string(b))
+		if r.StatusCode != 200 {
+			done <- 2
+			return
+		}
+		done <- 0
+	}()
+	os.Exit(<-done)
 }
 `
 	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(prog), 0o600); err != nil {
