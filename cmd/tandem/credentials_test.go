@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/x509"
@@ -18,6 +19,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/tandem-sh/tandem/internal/store/sqlite"
 )
 
 // apiServer is a TLS API of the test's, with a certificate of its own
@@ -241,6 +244,34 @@ r = requests.get(sys.argv[1]); r.raise_for_status(); print(r.text)' ` + base + "
 			}
 			return nil
 		})
+	}
+
+	// Each command's durable row names the credential of its inspected
+	// connection and the method and path of a refused request.
+	_ = srv.cs.Close() // closes stdin and waits for the process: every row is written
+	st, err := sqlite.Open(context.Background(), srv.dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var rowNamed, rowRefused bool
+	for _, r := range auditRecords(t, srv.dataDir) {
+		if r.Event != "session_start" {
+			continue
+		}
+		cmds, err := st.Commands(context.Background(), r.SessionID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cmds {
+			for _, conn := range c.Connections {
+				rowNamed = rowNamed || conn.Credential == "api" && conn.Decision == "allowed"
+				rowRefused = rowRefused || conn.Decision == "refused" && conn.Method == "POST" && conn.Path == "/repos/acme/x"
+			}
+		}
+	}
+	if !rowNamed || !rowRefused {
+		t.Errorf("the history rows name the credential: %v, the refused POST: %v", rowNamed, rowRefused)
 	}
 }
 
