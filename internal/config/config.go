@@ -841,8 +841,6 @@ func validateTargets(prefix string, ts []Target, base, home string, bad func(key
 						bad(k+".network.hosts."+name, "%q is not an IP address", addr)
 					}
 				}
-			} else if len(t.Network.Credentials) > 0 {
-				bad(k+".network.credentials", "applies with an allowlist only (network.allow)")
 			} else if len(t.Network.Hosts) > 0 {
 				bad(k+".network.hosts", "applies with an allowlist only (network.allow)")
 			}
