@@ -35,6 +35,9 @@ type CA struct {
 	leaves map[string]*tls.Certificate
 }
 
+// maxLeaves bounds the certificates a session's CA keeps.
+const maxLeaves = 1024
+
 // caLifetime bounds the CA and its certificates: longer than any session.
 const caLifetime = 30 * 24 * time.Hour
 
@@ -130,6 +133,11 @@ func (ca *CA) Leaf(host string) (*tls.Certificate, error) {
 		return nil, fmt.Errorf("session CA: leaf for %s: %w", host, err)
 	}
 	c := &tls.Certificate{Certificate: [][]byte{der, ca.der}, PrivateKey: key}
+	if len(ca.leaves) >= maxLeaves {
+		// A wildcard entry lets a program ask for many names: the cache
+		// starts over rather than grow without bound.
+		clear(ca.leaves)
+	}
 	ca.leaves[host] = c
 	return c, nil
 }
