@@ -31,6 +31,8 @@ func TestOwnFilesInsideWorkspaceRefused(t *testing.T) {
 				"an agent could rewrite it", "Move it outside {ws}"}},
 		{name: "ssh key in the workspace", yaml: "targets:\n  - {name: app, kind: local, workspace: {ws}}\n  - {name: prod, kind: ssh, host: h, user: u, keyFile: {ws}/id_ed25519}\n",
 			want: []string{"tandem's ssh key of target prod (keyFile) {ws}/id_ed25519 lies inside the workspace {ws}"}},
+		{name: "a credential's secret file in the workspace", yaml: "targets:\n  - {name: app, kind: local, workspace: {ws}, network: {allow: [api.test], credentials: [{name: api, host: api.test, value: \"Bearer {secret}\", secretFile: {ws}/id_ed25519}]}}\n",
+			want: []string{"tandem's secret file of target app's credential api (network.credentials secretFile) {ws}/id_ed25519 lies inside the workspace {ws}"}},
 		{name: "data dir in the workspace", yaml: "targets:\n  - {name: app, kind: local, workspace: {ws}}\n", args: []string{"--data-dir", "{ws}/state"},
 			want: []string{"covers tandem's data dir {ws}/state", "read or rewrite tandem's own state"}},
 	}

@@ -7,6 +7,8 @@ package config
 
 import (
 	"bytes"
+	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -385,8 +388,9 @@ type Network struct {
 	// On is network: true, every connection allowed.
 	On bool `yaml:"-"`
 	// Allow lists the hosts, addresses and presets the proxy lets
-	// through (egress.ParseAllow).
-	Allow []string `yaml:"allow"`
+	// through (egress.ParseEntries): a string, or a mapping {host,
+	// methods, paths} whose requests the proxy judges one by one.
+	Allow []AllowEntry `yaml:"allow"`
 	// Ask holds a connection to an unlisted host until someone decides,
 	// instead of refusing it: true asks this tandem's approvers, forward
 	// the policy's upstream approver.
@@ -394,11 +398,79 @@ type Network struct {
 	// Hosts answers for these names without DNS, as /etc/hosts would
 	// (e.g. an internal registry); the address is still judged.
 	Hosts map[string]string `yaml:"hosts"`
+	// Credentials are added by the proxy to the requests sent to their
+	// hosts, so the secret never enters the session.
+	Credentials []Credential `yaml:"credentials"`
+}
+
+// AllowEntry is one network.allow entry: "host[:port]" or a mapping
+// {host, methods, paths}.
+type AllowEntry struct {
+	Host    string   `yaml:"host"`
+	Methods []string `yaml:"methods"`
+	Paths   []string `yaml:"paths"`
+}
+
+// UnmarshalYAML reads a string or a mapping.
+func (e *AllowEntry) UnmarshalYAML(node *yaml.Node) error {
+	if node.Kind == yaml.ScalarNode {
+		*e = AllowEntry{Host: node.Value}
+		return nil
+	}
+	type plain AllowEntry
+	var p plain
+	if err := node.Decode(&p); err != nil {
+		return fmt.Errorf("line %d: a network.allow entry is \"host[:port]\" or {host, methods, paths}: %w", node.Line, err)
+	}
+	*e = AllowEntry(p)
+	return nil
+}
+
+// Egress is the entry as the egress proxy reads it.
+func (e AllowEntry) Egress() egress.Entry {
+	return egress.Entry{Host: e.Host, Methods: e.Methods, Paths: e.Paths}
+}
+
+// AllowEntries converts network.allow for egress.ParseEntries.
+func (n Network) AllowEntries() []egress.Entry {
+	out := make([]egress.Entry, len(n.Allow))
+	for i, e := range n.Allow {
+		out[i] = e.Egress()
+	}
+	return out
+}
+
+// Credential is one network.credentials entry: what tandem's egress
+// proxy adds to each request to Host (under Path), on a connection it
+// inspects. The secret comes from a file of the operator's or tandem's
+// own environment, never from the session.
+type Credential struct {
+	// Name names it in audit records and replies (never its value).
+	Name string `yaml:"name"`
+	// Host is an allowlist entry ("api.example.com", "*.forge.test:443").
+	Host string `yaml:"host"`
+	// Path limits it to requests whose path starts with it.
+	Path string `yaml:"path"`
+	// Header is the header's name (default Authorization).
+	Header string `yaml:"header"`
+	// Value is the header's value: {secret} stands for the secret, and
+	// {USER:secret} for the base64 of USER:secret (Basic auth).
+	Value string `yaml:"value"`
+	// SecretFile or SecretEnv holds the secret (one of them).
+	SecretFile string `yaml:"secretFile"`
+	SecretEnv  string `yaml:"secretEnv"`
+	// Replace overwrites a header the request brings instead of
+	// refusing the request.
+	Replace bool `yaml:"replace"`
+	// CAFile verifies the host's certificate instead of the system's roots.
+	CAFile string `yaml:"caFile"`
 }
 
 // Proxied reports whether the target's network goes through tandem's
 // egress proxy.
-func (n Network) Proxied() bool { return !n.On && (len(n.Allow) > 0 || n.Ask != AskNo) }
+func (n Network) Proxied() bool {
+	return !n.On && (len(n.Allow) > 0 || n.Ask != AskNo || len(n.Credentials) > 0)
+}
 
 // Ask is network.ask: who decides a connection to a host the allowlist
 // does not list.
@@ -760,9 +832,10 @@ func validateTargets(prefix string, ts []Target, base, home string, bad func(key
 				if t.Sandbox == "none" {
 					bad(k+".network", "an allowlist needs the sandbox: without it the shell could connect anywhere (remove sandbox: none, or set network: true)")
 				}
-				if _, err := egress.ParseAllow(t.Network.Allow); err != nil {
+				if _, err := egress.ParseEntries(t.Network.AllowEntries()); err != nil {
 					bad(k+".network.allow", "%v", err)
 				}
+				checkCredentials(k+".network.credentials", t.Network.Credentials, base, home, bad)
 				for name, addr := range t.Network.Hosts {
 					if _, err := netip.ParseAddr(addr); err != nil {
 						bad(k+".network.hosts."+name, "%q is not an IP address", addr)
@@ -1298,6 +1371,99 @@ func envName(s string) bool {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_') {
 			return false
 		}
+	}
+	return true
+}
+
+// credentialHeaders are headers a credential may not set: the proxy
+// frames the request with them.
+var credentialHeaders = []string{"host", "content-length", "transfer-encoding", "connection", "upgrade", "te", "trailer", "proxy-authorization", "proxy-connection", "keep-alive"}
+
+// checkCredentials validates network.credentials: each names a host in
+// the allowlist's syntax, a header and a value with {secret} in it, and
+// exactly one of secretFile (an operator's file, resolved here) or
+// secretEnv. Their secrets are read when a session starts.
+func checkCredentials(key string, creds []Credential, base, home string, bad func(key, format string, a ...any)) {
+	names := map[string]bool{}
+	for i := range creds {
+		c := &creds[i]
+		k := fmt.Sprintf("%s[%d]", key, i)
+		switch {
+		case c.Name == "":
+			bad(k+".name", "is required: records and replies name the credential by it")
+		case names[c.Name]:
+			bad(k+".name", "%q is used by an earlier credential", c.Name)
+		}
+		names[c.Name] = true
+		if c.Host == "" {
+			bad(k+".host", "is required")
+		} else if strings.HasPrefix(c.Host, "preset:") {
+			bad(k+".host", "must name a host, not a preset")
+		} else if err := egress.CheckCredentialHost(c.Host); err != nil {
+			bad(k+".host", "%v", err)
+		}
+		if c.Path != "" && !strings.HasPrefix(c.Path, "/") {
+			bad(k+".path", "%q must start with /", c.Path)
+		}
+		if c.Header == "" {
+			c.Header = "Authorization"
+		}
+		if !validHeaderName(c.Header) {
+			bad(k+".header", "%q is not a header name", c.Header)
+		} else if slices.Contains(credentialHeaders, strings.ToLower(c.Header)) {
+			bad(k+".header", "%s frames the request and cannot carry a credential", c.Header)
+		}
+		if !credentialValue.MatchString(c.Value) {
+			bad(k+".value", "must hold {secret} (e.g. \"Bearer {secret}\") or {USER:secret} for Basic auth (\"Basic {x-access-token:secret}\")")
+		} else if strings.ContainsAny(c.Value, "\r\n") {
+			bad(k+".value", "may not hold a line break")
+		}
+		switch {
+		case (c.SecretFile == "") == (c.SecretEnv == ""):
+			bad(k, "needs exactly one of secretFile (a file of the operator's) or secretEnv (a variable of tandem's own environment)")
+		case slices.Contains([]string{"PATH", "LANG", "LC_ALL", "USER", "LOGNAME", "SHELL", "TZ", "HOME"}, c.SecretEnv):
+			bad(k+".secretEnv", "%s is passed on to local shells: a secret there would enter the session", c.SecretEnv)
+		case c.SecretFile != "":
+			c.SecretFile = resolve(c.SecretFile, base, home)
+			if _, err := os.Stat(c.SecretFile); err != nil {
+				bad(k+".secretFile", "%v", err)
+			}
+		}
+		if c.CAFile != "" {
+			c.CAFile = resolve(c.CAFile, base, home)
+			if b, err := os.ReadFile(c.CAFile); err != nil {
+				bad(k+".caFile", "%v", err)
+			} else if !x509.NewCertPool().AppendCertsFromPEM(b) {
+				bad(k+".caFile", "%s holds no PEM certificate", c.CAFile)
+			}
+		}
+	}
+}
+
+// credentialValue finds the secret's place in a credential's value.
+var credentialValue = regexp.MustCompile(`\{([^{}:\s]*:)?secret\}`)
+
+// CredentialValue renders a credential's header value with secret:
+// {secret} is the secret, {USER:secret} the base64 of USER:secret.
+func CredentialValue(template, secret string) string {
+	return credentialValue.ReplaceAllStringFunc(template, func(m string) string {
+		if user, ok := strings.CutSuffix(strings.Trim(m, "{}"), ":secret"); ok {
+			return base64.StdEncoding.EncodeToString([]byte(user + ":" + secret))
+		}
+		return secret
+	})
+}
+
+// validHeaderName reports whether h is an HTTP header name (a token).
+func validHeaderName(h string) bool {
+	if h == "" {
+		return false
+	}
+	for _, c := range h {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", c) {
+			continue
+		}
+		return false
 	}
 	return true
 }

@@ -293,6 +293,7 @@ func TestConfigMistakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	ssh := "targets:\n  - {name: s, kind: ssh, host: h, user: u, keyFile: " + key
+	const creds = "targets:\n  - {name: a, kind: local, workspace: ., network: {allow: [api.test], credentials: [%s]}}\n"
 	tests := []struct {
 		name, yaml, want string
 	}{
@@ -348,6 +349,20 @@ func TestConfigMistakes(t *testing.T) {
 			`tenants[0].targets[0].network.ask: is forward, and the target's policy has no forward upstream: add policy.forward {url, tokenFile}, or set ask: true`},
 		{"network on an ssh target", ssh + ", network: {allow: [pypi.org]}}\n",
 			`targets[0].network: applies to local targets only: tandem cannot confine a remote host's network`},
+		{"credential without a secret", fmt.Sprintf(creds, `{name: gh, host: api.test, value: "Bearer {secret}"}`),
+			"targets[0].network.credentials[0]: needs exactly one of secretFile (a file of the operator's) or secretEnv (a variable of tandem's own environment)"},
+		{"credential value without the secret", fmt.Sprintf(creds, `{name: gh, host: api.test, value: Bearer, secretEnv: GH}`),
+			`targets[0].network.credentials[0].value: must hold {secret} (e.g. "Bearer {secret}") or {USER:secret} for Basic auth ("Basic {x-access-token:secret}")`},
+		{"credential header that frames the request", fmt.Sprintf(creds, `{name: gh, host: api.test, header: Content-Length, value: "{secret}", secretEnv: GH}`),
+			"targets[0].network.credentials[0].header: Content-Length frames the request and cannot carry a credential"},
+		{"credential host", fmt.Sprintf(creds, `{name: gh, host: "a.*.test", value: "{secret}", secretEnv: GH}`),
+			`targets[0].network.credentials[0].host: bad network.allow entry "a.*.test": '*' may only start an entry, as in *.example.com`},
+		{"credential secret passed to shells", fmt.Sprintf(creds, `{name: gh, host: api.test, value: "{secret}", secretEnv: PATH}`),
+			"targets[0].network.credentials[0].secretEnv: PATH is passed on to local shells: a secret there would enter the session"},
+		{"credential unknown key", fmt.Sprintf(creds, `{name: gh, host: api.test, value: "{secret}", secretEnv: GH, token: x}`),
+			"line 2: targets[0].network.credentials[0].token: unknown key (known here: name, host, path, header, value, secretFile, secretEnv, replace, caFile)"},
+		{"allow entry with a lower-case method", "targets:\n  - {name: a, kind: local, workspace: ., network: {allow: [{host: api.test, methods: [get]}]}}\n",
+			`targets[0].network.allow: bad network.allow entry "api.test": method "get" is not an upper-case HTTP method name such as GET`},
 		{"no ssh credentials", "targets:\n  - {name: s, kind: ssh, host: h, user: u}\n",
 			"targets[0]: needs keyFile, useAgent: true or passwordFile (passwords are not written in tandem.yaml)"},
 		{"redact env name", "redact:\n  env: [GITHUB_TOKEN, \"A=B\"]\n",
@@ -589,5 +604,42 @@ func TestLoadWorkspace(t *testing.T) {
 				t.Fatalf("local targets %+v, want one with workspace %s", locals, ws)
 			}
 		})
+	}
+}
+
+func TestNetworkCredentials(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "token")
+	if err := os.WriteFile(secret, []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	y := "targets:\n  - name: a\n    kind: local\n    workspace: ws\n    network:\n      allow:\n        - registry.test\n" +
+		"        - {host: api.test, methods: [GET, HEAD], paths: [\"/repos/acme/*\"]}\n" +
+		"      credentials:\n        - {name: api, host: api.test, value: \"Bearer {secret}\", secretFile: token}\n" +
+		"        - {name: forge, host: git.test, path: /acme/, header: PRIVATE-TOKEN, value: \"{secret}\", secretEnv: FORGE_TOKEN, replace: true}\n"
+	c, err := config.Parse([]byte(y), dir, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := c.Targets[0].Network
+	if !n.Proxied() || len(n.Allow) != 2 || n.Allow[1].Host != "api.test" || len(n.Allow[1].Methods) != 2 || n.Allow[1].Paths[0] != "/repos/acme/*" {
+		t.Fatalf("allow %+v", n.Allow)
+	}
+	if len(n.Credentials) != 2 || n.Credentials[0].SecretFile != secret || n.Credentials[0].Header != "Authorization" ||
+		n.Credentials[1].Header != "PRIVATE-TOKEN" || !n.Credentials[1].Replace {
+		t.Fatalf("credentials %+v", n.Credentials)
+	}
+	for _, tc := range []struct{ tmpl, want string }{
+		{"Bearer {secret}", "Bearer s3"},
+		{"Basic {x-access-token:secret}", "Basic eC1hY2Nlc3MtdG9rZW46czM="},
+		{"{secret}", "s3"},
+	} {
+		if got := config.CredentialValue(tc.tmpl, "s3"); got != tc.want {
+			t.Errorf("%q: %q, want %q", tc.tmpl, got, tc.want)
+		}
 	}
 }

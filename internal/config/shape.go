@@ -74,6 +74,8 @@ func (s *shaper) shape(n *yaml.Node, t reflect.Type, path string) bool {
 		if n.Tag != "!!bool" {
 			bad("%s is not true or false", quoted(n))
 		}
+	case t == reflect.TypeFor[AllowEntry]() && n.Kind == yaml.ScalarNode:
+		// "host[:port]"; a block {host, methods, paths} is checked below.
 	case t == reflect.TypeFor[Ask]():
 		if n.Kind != yaml.ScalarNode || (n.Tag != "!!bool" && n.Value != "forward") {
 			bad("%s is not true, false or forward", quoted(n))

@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,7 +64,7 @@ func TestParseAllow(t *testing.T) {
 		}
 		got := a.Rules()[0]
 		tc.rule.Entry = tc.entry
-		if got != tc.rule {
+		if !reflect.DeepEqual(got, tc.rule) {
 			t.Errorf("%q: %+v, want %+v", tc.entry, got, tc.rule)
 		}
 	}

@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,6 +84,15 @@ type Conn struct {
 	// approval's decider (dashboard, client, upstream, timeout); empty
 	// when nobody did (the program stopped waiting first).
 	DecidedBy string
+	// Method and Path are a request's on an inspected connection, for a
+	// request refused there.
+	Method, Path string
+	// Inspected says the proxy terminated the connection's TLS to judge
+	// its requests or add a credential.
+	Inspected bool
+	// Credential names the credentials the proxy adds on this connection
+	// (their names, never their values).
+	Credential string
 	// Up and Down count the bytes sent to and received from the host.
 	Up, Down int64
 	Started  time.Time
@@ -130,6 +140,14 @@ type Session struct {
 	// Report is told of every decision and every connection's end; it
 	// must not block.
 	Report func(Conn)
+	// Credentials are added to the requests sent to their hosts, on
+	// connections the proxy inspects.
+	Credentials []Credential
+	// AskRequest, when set, is asked about a request on an inspected
+	// connection that its allowlist entry's methods or paths refuse (why
+	// says so), and answers whether a human let it through; nil refuses
+	// it. A *Denial error says why a human said no.
+	AskRequest func(ctx context.Context, host string, port uint16, method, path, why string) (bool, error)
 }
 
 // Proxy is the egress proxy of one tandem process. Its zero value is not
@@ -186,6 +204,7 @@ type Listener struct {
 	token  string
 	srv    *http.Server
 	tr     *http.Transport
+	ca     *CA // nil: no host is inspected
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -253,8 +272,13 @@ func (p *Proxy) Prepare(s Session) (*Listener, error) {
 	if _, err := rand.Read(tb[:]); err != nil {
 		return nil, fmt.Errorf("egress proxy: token: %w", err)
 	}
+	s.Credentials = slices.Clone(s.Credentials)
+	ca, err := prepareInspection(&s)
+	if err != nil {
+		return nil, fmt.Errorf("egress proxy: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &Listener{p: p, s: s, token: hex.EncodeToString(tb[:]), ctx: ctx, cancel: cancel, tunnel: map[net.Conn]bool{}}
+	l := &Listener{p: p, s: s, ca: ca, token: hex.EncodeToString(tb[:]), ctx: ctx, cancel: cancel, tunnel: map[net.Conn]bool{}}
 	l.tr = &http.Transport{
 		DialContext: l.dialPlain,
 		// Each plain-HTTP request gets a connection of its own, judged and
@@ -423,7 +447,7 @@ func (r *refusal) Error() string {
 // decide judges host:port for the session and, if it may go, returns the
 // addresses to dial (already checked: the dial must use them, never the
 // name again). The decision is reported.
-func (l *Listener) decide(ctx context.Context, host string, port uint16) (Conn, []netip.Addr, error) {
+func (l *Listener) decide(ctx context.Context, host string, port uint16, tunnel bool) (Conn, []netip.Addr, error) {
 	c := Conn{
 		ID:      strconv.FormatUint(l.p.nextID.Add(1), 36),
 		Session: l.s.Name, Host: strings.TrimSuffix(strings.ToLower(host), "."), Port: port, Started: time.Now(),
@@ -432,6 +456,9 @@ func (l *Listener) decide(ctx context.Context, host string, port uint16) (Conn, 
 	if err != nil {
 		l.report(c)
 		return c, nil, err
+	}
+	if _, creds, ok := l.inspection(c.Host, c.Port); ok && tunnel {
+		c.Inspected, c.Credential = true, credentialNames(creds)
 	}
 	l.report(c)
 	return c, addrs, nil
@@ -651,9 +678,13 @@ func (l *Listener) connect(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "tandem's egress proxy: CONNECT needs host:port: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	c, addrs, err := l.decide(r.Context(), host, port)
+	c, addrs, err := l.decide(r.Context(), host, port, true)
 	if err != nil {
 		refuse(w, err)
+		return
+	}
+	if c.Inspected {
+		l.connectInspected(w, c, addrs)
 		return
 	}
 	up, err := l.dial(r.Context(), addrs, port)
@@ -696,6 +727,36 @@ func (l *Listener) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	upN, downN := l.p.pipe(down, up)
 	l.ended(c, sent+upN, downN)
+}
+
+// connectInspected answers an allowed CONNECT to an inspected host: the
+// tunnel ends at the proxy (inspect), which judges and forwards each
+// request.
+func (l *Listener) connectInspected(w http.ResponseWriter, c Conn, addrs []netip.Addr) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		l.ended(c, 0, 0)
+		http.Error(w, "tandem's egress proxy: cannot tunnel", http.StatusInternalServerError)
+		return
+	}
+	down, buf, err := hj.Hijack()
+	if err != nil {
+		l.ended(c, 0, 0)
+		return
+	}
+	if !l.track(down) {
+		_ = down.Close()
+		l.ended(c, 0, 0)
+		return
+	}
+	defer l.untrack(down)
+	if _, err := io.WriteString(down, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		l.ended(c, 0, 0)
+		return
+	}
+	rule, creds, _ := l.inspection(c.Host, c.Port)
+	upN, downN := l.inspect(c, &bufConn{Conn: down, r: buf.Reader}, addrs, rule, creds)
+	l.ended(c, upN, downN)
 }
 
 // pipe copies both ways until both directions end; each direction's end
@@ -789,6 +850,19 @@ func (l *Listener) ended(c Conn, up, down int64) {
 // forward handles a plain-HTTP request in absolute form: judged when its
 // connection is dialled (dialPlain), then passed on.
 func (l *Listener) forward(w http.ResponseWriter, r *http.Request) {
+	if host, port, err := splitTarget(r.URL.Host, "80"); err == nil {
+		// Plain HTTP is seen whole: a host's method and path rules hold
+		// here too (a credential is never added to it).
+		host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+		if rule, _, _ := l.inspection(host, port); rule.Judged() {
+			if why := rule.judgeRequest(r.Method, r.URL.Path); why != "" {
+				l.refuseRequest(Conn{Session: l.s.Name, Host: host, Port: port}, r.Method, r.URL.Path, why)
+				w.Header().Set("X-Tandem-Refused", Refused)
+				http.Error(w, fmt.Sprintf("tandem's egress proxy refused %s %s%s: %s", r.Method, host, r.URL.Path, why), http.StatusForbidden)
+				return
+			}
+		}
+	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// The transport dials on a context that outlives the request
@@ -826,7 +900,7 @@ func (l *Listener) dialPlain(ctx context.Context, _, addr string) (net.Conn, err
 		defer cancel()
 		defer context.AfterFunc(client, cancel)()
 	}
-	c, addrs, err := l.decide(ctx, host, port)
+	c, addrs, err := l.decide(ctx, host, port, false)
 	if err != nil {
 		return nil, err
 	}

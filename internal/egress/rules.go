@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path"
 	"slices"
 	"sort"
 	"strconv"
@@ -39,7 +40,25 @@ type Rule struct {
 	// Entry is the allowlist entry the rule came from ("preset:go" for a
 	// preset's hosts), as records and replies name it.
 	Entry string
+	// Methods and Paths, when set, limit what may be asked of the host:
+	// each request must use one of Methods and a path Paths matches. The
+	// proxy can judge that only by seeing the request, so such a host's
+	// TLS connections are inspected (see Credential).
+	Methods []string
+	Paths   []string
 }
+
+// Entry is one allowlist entry with its request rules: network.allow's
+// map form {host, methods, paths}. A plain string entry is an Entry with
+// Host only.
+type Entry struct {
+	Host    string
+	Methods []string
+	Paths   []string
+}
+
+// Judged reports whether the rule limits methods or paths.
+func (r Rule) Judged() bool { return len(r.Methods) > 0 || len(r.Paths) > 0 }
 
 // Allowlist is what one session may reach through the proxy. The zero
 // value allows nothing.
@@ -55,10 +74,28 @@ var ErrBadEntry = errors.New("bad network.allow entry")
 // "[fd00::1]:443", "127.0.0.1:8080") or network ("10.0.0.0/8",
 // "10.0.0.0/8:5432"), or "preset:NAME" (see Presets).
 func ParseAllow(entries []string) (Allowlist, error) {
+	es := make([]Entry, len(entries))
+	for i, e := range entries {
+		es[i] = Entry{Host: e}
+	}
+	return ParseEntries(es)
+}
+
+// ParseEntries reads network.allow entries that may carry request rules:
+// methods (upper-case HTTP method names) and paths ("/exact", or
+// "/prefix/*" for everything under it). A preset takes neither.
+func ParseEntries(entries []Entry) (Allowlist, error) {
 	var a Allowlist
-	for _, e := range entries {
-		e = strings.TrimSpace(e)
+	for _, en := range entries {
+		e := strings.TrimSpace(en.Host)
+		methods, paths, err := parseRequestRules(e, en.Methods, en.Paths)
+		if err != nil {
+			return Allowlist{}, err
+		}
 		if name, ok := strings.CutPrefix(e, presetPrefix); ok {
+			if methods != nil || paths != nil {
+				return Allowlist{}, fmt.Errorf("%w %q: a preset takes no methods or paths", ErrBadEntry, e)
+			}
 			hosts, ok := Presets()[name]
 			if !ok {
 				return Allowlist{}, fmt.Errorf("%w %q: no such preset; the presets are %s", ErrBadEntry, e, presetNames())
@@ -77,9 +114,68 @@ func ParseAllow(entries []string) (Allowlist, error) {
 		if err != nil {
 			return Allowlist{}, err
 		}
+		r.Methods, r.Paths = methods, paths
 		a.rules = append(a.rules, r)
 	}
 	return a, nil
+}
+
+// parseRequestRules checks an entry's methods and paths.
+func parseRequestRules(e string, methods, paths []string) ([]string, []string, error) {
+	var ms, ps []string
+	for _, m := range methods {
+		if m == "" || strings.ToUpper(m) != m || strings.IndexFunc(m, func(c rune) bool { return c < 'A' || c > 'Z' }) >= 0 {
+			return nil, nil, fmt.Errorf("%w %q: method %q is not an upper-case HTTP method name such as GET", ErrBadEntry, e, m)
+		}
+		ms = append(ms, m)
+	}
+	for _, p := range paths {
+		if !strings.HasPrefix(p, "/") {
+			return nil, nil, fmt.Errorf("%w %q: path %q must start with /", ErrBadEntry, e, p)
+		}
+		if i := strings.Index(p, "*"); i >= 0 && i != len(p)-1 {
+			return nil, nil, fmt.Errorf("%w %q: path %q may hold '*' only at its end (a prefix)", ErrBadEntry, e, p)
+		}
+		if cleanPath(strings.TrimSuffix(p, "*")) != strings.TrimSuffix(p, "*") {
+			return nil, nil, fmt.Errorf("%w %q: path %q is not clean (no //, . or .. segments)", ErrBadEntry, e, p)
+		}
+		ps = append(ps, p)
+	}
+	return ms, ps, nil
+}
+
+// cleanPath is path.Clean that keeps a trailing slash.
+func cleanPath(p string) string {
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
+}
+
+// judgeRequest says why the rule refuses method on urlPath (the decoded
+// path), or "" when it allows it. A path that is not clean is refused:
+// the host might read "/a/../b" as "/b".
+func (r Rule) judgeRequest(method, urlPath string) string {
+	if len(r.Methods) > 0 && !slices.Contains(r.Methods, method) {
+		return fmt.Sprintf("method %s is not one of %s that the allowlist entry %q lets through", method, strings.Join(r.Methods, ", "), r.Entry)
+	}
+	if len(r.Paths) == 0 {
+		return ""
+	}
+	if urlPath == "" || cleanPath(urlPath) != urlPath {
+		return fmt.Sprintf("path %q is not clean (//, . or .. segments): it is refused where paths are judged", urlPath)
+	}
+	for _, p := range r.Paths {
+		if pre, ok := strings.CutSuffix(p, "*"); ok {
+			if strings.HasPrefix(urlPath, pre) {
+				return ""
+			}
+		} else if urlPath == p {
+			return ""
+		}
+	}
+	return fmt.Sprintf("path %s is not under %s that the allowlist entry %q lets through", urlPath, strings.Join(r.Paths, ", "), r.Entry)
 }
 
 func presetNames() string {

@@ -413,9 +413,21 @@ func (l *Listener) connectFor(rc rawConn, id uint64, sock int, addr []byte, dest
 	return notifResp{ID: id, Error: -int32(errno)}
 }
 
-// takeFD duplicates the process's descriptor fd into tandem.
+// takeFD duplicates the process's descriptor fd into tandem. pid is the
+// thread a seccomp notification names, which need not lead its thread
+// group (a Go program connects from any of its threads): pidfd_open
+// refuses such a thread without PIDFD_THREAD (Linux 6.9), so it is opened
+// as a thread, or else its group's leader is, whose descriptor table its
+// threads share.
 func takeFD(pid, fd int) (int, error) {
 	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil { // EINVAL, or ENOENT on recent kernels, for such a thread
+		if pidfd, err = unix.PidfdOpen(pid, pidfdThread); err != nil {
+			if tgid, terr := threadGroup(pid); terr == nil {
+				pidfd, err = unix.PidfdOpen(tgid, 0)
+			}
+		}
+	}
 	if err != nil {
 		return -1, fmt.Errorf("pidfd_open %d: %w", pid, err)
 	}
@@ -425,6 +437,24 @@ func takeFD(pid, fd int) (int, error) {
 		return -1, fmt.Errorf("pidfd_getfd %d of %d: %w", fd, pid, err)
 	}
 	return dup, nil
+}
+
+// pidfdThread is PIDFD_THREAD (O_EXCL): pidfd_open of a thread that does
+// not lead its group.
+const pidfdThread = unix.O_EXCL
+
+// threadGroup returns the thread group (process) id of thread tid.
+func threadGroup(tid int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no Tgid", tid)
 }
 
 // ownNetns reports whether the process lives in a network namespace other

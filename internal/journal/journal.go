@@ -497,7 +497,7 @@ func connectionsOf(s *session.Session, rec session.Record) []store.Connection {
 			d = time.Since(c.Started)
 		}
 		out = append(out, store.Connection{Host: c.Host, Port: int(c.Port), Addr: c.Addr, Decision: c.Decision,
-			BytesUp: c.Up, BytesDown: c.Down, DurationMs: d.Milliseconds()})
+			BytesUp: c.Up, BytesDown: c.Down, DurationMs: d.Milliseconds(), Method: c.Method, Path: c.Path, Credential: c.Credential})
 	}
 	return out
 }

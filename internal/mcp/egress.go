@@ -34,11 +34,14 @@ func (s *Server) armEgress(c session.Caller, t *session.Target) {
 		return // a session without a proxy is refused when it starts
 	}
 	e.Open = func(ctx context.Context, sess *session.Session) (shell.LaunchProxy, func(), error) {
-		es := egress.Session{Name: sess.Name, Allow: e.Allow, Hosts: e.Hosts,
+		es := egress.Session{Name: sess.Name, Allow: e.Allow, Hosts: e.Hosts, Credentials: e.Credentials,
 			Report: func(conn egress.Conn) { s.noteConnection(c, sess, conn) }}
 		if e.Ask {
 			es.Ask = func(ctx context.Context, host string, port uint16) (bool, error) {
 				return s.askConnection(ctx, c, sess, host, port)
+			}
+			es.AskRequest = func(ctx context.Context, host string, port uint16, method, path, why string) (bool, error) {
+				return s.askRequest(ctx, c, sess, host, port, method, path, why)
 			}
 		}
 		l, err := s.deps.Egress.Prepare(es)
@@ -57,7 +60,9 @@ func (s *Server) noteConnection(c session.Caller, sess *session.Session, conn eg
 	if conn.Ended || s.deps.Audit == nil {
 		return
 	}
-	args, _ := json.Marshal(map[string]any{"host": conn.Host, "port": conn.Port, "address": conn.Addr})
+	a := map[string]any{"host": conn.Host, "port": conn.Port, "address": conn.Addr}
+	addInspected(a, conn)
+	args, _ := json.Marshal(a)
 	rec := audit.Record{
 		Time: conn.Started, Tenant: c.Tenant, Actor: s.auditActor(c), SessionID: sess.ID, SessionName: sess.Name,
 		Target: sess.Target.Name, Tool: networkTool, Event: audit.EventNetwork, Args: args,
@@ -79,19 +84,37 @@ func (s *Server) noteConnection(c session.Caller, sess *session.Session, conn eg
 // askConnection holds a connection to an unlisted host until a human
 // decides; the approval names the session and host:port.
 func (s *Server) askConnection(ctx context.Context, c session.Caller, sess *session.Session, host string, port uint16) (bool, error) {
-	b := s.deps.Approvals
-	if b == nil {
-		return false, fmt.Errorf("nobody can approve it: this server has no approvals")
-	}
 	target := net.JoinHostPort(host, strconv.Itoa(int(port)))
-	act := approval.Action{Tenant: c.Tenant, Actor: c.Actor, SessionID: sess.ID, SessionName: sess.Name,
-		Target: sess.Target.Name, Tool: networkTool, Command: "connect " + target}
 	reason := fmt.Sprintf("session %s wants to reach %s, which its network allowlist does not list", sess.Name, target)
 	if as := sess.Target.Egress.Hosts[host]; len(as) > 0 {
 		// The target's hosts: mapping decides where it leads, a loopback
 		// or private address included: the approver should know.
 		reason += fmt.Sprintf("; the target's hosts: maps %s to %s", host, as[0])
 	}
+	return s.askNetwork(ctx, c, sess, "connect "+target, reason)
+}
+
+// askRequest holds one request on an inspected connection that its
+// allowlist entry's methods or paths do not allow, until a human
+// decides; the approval reads "GET api.example.com/repos/acme/x".
+func (s *Server) askRequest(ctx context.Context, c session.Caller, sess *session.Session, host string, port uint16, method, path, why string) (bool, error) {
+	hp := host
+	if port != 443 {
+		hp = net.JoinHostPort(host, strconv.Itoa(int(port)))
+	}
+	what := method + " " + hp + path
+	return s.askNetwork(ctx, c, sess, what, fmt.Sprintf("session %s wants to send %s: %s", sess.Name, what, why))
+}
+
+// askNetwork holds a connection or request of the session's until a
+// human decides on command.
+func (s *Server) askNetwork(ctx context.Context, c session.Caller, sess *session.Session, command, reason string) (bool, error) {
+	b := s.deps.Approvals
+	if b == nil {
+		return false, fmt.Errorf("nobody can approve it: this server has no approvals")
+	}
+	act := approval.Action{Tenant: c.Tenant, Actor: c.Actor, SessionID: sess.ID, SessionName: sess.Name,
+		Target: sess.Target.Name, Tool: networkTool, Command: command}
 	rule := "network.ask"
 	if sess.Target.Egress.Forward {
 		rule = "network.forward"
@@ -166,7 +189,9 @@ func addNetwork(sess *session.Session, rec session.Record, r reply) {
 				if by == "" {
 					by = "nobody" // the program stopped waiting before anyone answered
 				}
-				refused = append(refused, reply{"host": c.Host, "port": c.Port, "reason": c.Reason, "decidedBy": by})
+				rr := reply{"host": c.Host, "port": c.Port, "reason": c.Reason, "decidedBy": by}
+				addInspected(rr, c)
+				refused = append(refused, rr)
 			}
 			continue
 		}
@@ -176,6 +201,7 @@ func addNetwork(sess *session.Session, rec session.Record, r reply) {
 			if c.Ended {
 				r["durationMs"] = c.Duration.Milliseconds()
 			}
+			addInspected(r, c)
 			list = append(list, r)
 		}
 	}
@@ -184,5 +210,23 @@ func addNetwork(sess *session.Session, rec session.Record, r reply) {
 	}
 	if len(list) > 0 {
 		r["connections"] = list
+	}
+}
+
+// addInspected adds what an inspected connection tells: the request
+// refused (method, path), that the proxy saw inside its TLS, and the
+// credentials it adds, by name (never their values).
+func addInspected(r map[string]any, c egress.Conn) {
+	if c.Method != "" {
+		r["method"] = c.Method
+	}
+	if c.Path != "" {
+		r["path"] = c.Path
+	}
+	if c.Inspected {
+		r["inspected"] = true
+	}
+	if c.Credential != "" {
+		r["credential"] = c.Credential
 	}
 }

@@ -96,6 +96,9 @@ var resultSchema = object("The command's result. Output streams share one inline
 			"port":      typed("integer", "The port."),
 			"reason":    typed("string", "Why: the allowlist's refusal, or a human's denial with their own words."),
 			"decidedBy": typed("string", "allowlist (the allowlist or the proxy's own rules), or who denied an ask: dashboard, client, upstream, timeout; nobody when the program stopped waiting first."),
+			"method":    typed("string", "On an inspected connection: the refused request's method."),
+			"path":      typed("string", "On an inspected connection: the refused request's path."),
+			"inspected": typed("boolean", "True when the proxy judged a request inside the connection's TLS."),
 		})),
 		"connections": arrayOf("A target with a network allowlist: what the command's programs connected to through the proxy (the first 20).", object("One connection.", schema{
 			"host":       typed("string", "The host name or address asked for."),
@@ -106,6 +109,8 @@ var resultSchema = object("The command's result. Output streams share one inline
 			"bytesDown":  typed("integer", "Bytes received from it."),
 			"open":       typed("boolean", "True when still open as the reply was made (a background job's)."),
 			"durationMs": typed("integer", "Once ended: how long it was open, in milliseconds."),
+			"inspected":  typed("boolean", "True when the proxy terminated the connection's TLS (with the session's CA) to judge each request or add a credential."),
+			"credential": typed("string", "The names of the network.credentials the proxy adds on this connection (never their values)."),
 		})),
 	}, streamFields("stdout"), streamFields("stderr")))
 

@@ -15,7 +15,8 @@ type ownFile struct{ what, path string }
 // ownFiles lists the files of o and cfg that must not lie where a session
 // can write: the config, the TLS key and certificate, the signing key,
 // the operator token, the cluster secret, forward tokens, the raw-key
-// recipient, and ssh targets' key, password and known_hosts files.
+// recipient, ssh targets' key, password and known_hosts files, and the
+// secret and CA files of local targets' network credentials.
 func ownFiles(o *Options, cfg *config.Config) []ownFile {
 	var out []ownFile
 	add := func(what, p string) {
@@ -52,6 +53,10 @@ func ownFiles(o *Options, cfg *config.Config) []ownFile {
 		t := tt.t
 		policy("target "+t.Name+"'s policy", t.Policy)
 		redact("target "+t.Name+"'s redact", t.Redact)
+		for _, c := range t.Network.Credentials {
+			add("secret file of target "+t.Name+"'s credential "+c.Name+" (network.credentials secretFile)", c.SecretFile)
+			add("CA file of target "+t.Name+"'s credential "+c.Name+" (network.credentials caFile)", c.CAFile)
+		}
 		if t.Kind == "ssh" {
 			add("ssh key of target "+t.Name+" (keyFile)", t.KeyFile)
 			add("password file of target "+t.Name+" (passwordFile)", t.PasswordFile)

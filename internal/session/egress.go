@@ -22,6 +22,9 @@ type Egress struct {
 	Forward bool
 	// Hosts answers for these names without DNS.
 	Hosts map[string][]netip.Addr
+	// Credentials are what the proxy adds to requests to their hosts
+	// (network.credentials), secrets included: never shown to the session.
+	Credentials []egress.Credential
 	// Open makes the session's place on the proxy, with the credential
 	// its programs present there, before its shell starts. It does not
 	// listen yet: the shell's backend starts it inside the session's

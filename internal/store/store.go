@@ -268,6 +268,12 @@ type Connection struct {
 	// DurationMs is how long it was open; for one still open when the row
 	// was written, until then.
 	DurationMs int64 `json:"durationMs"`
+	// Method and Path are a request's, judged on an inspected connection
+	// (network.credentials, or an allow entry's methods and paths).
+	Method string `json:"method,omitempty"`
+	Path   string `json:"path,omitempty"`
+	// Credential names the credentials the proxy added (never a value).
+	Credential string `json:"credential,omitempty"`
 }
 
 // EncodeConnections is the text a backend stores for a row's connections:

@@ -285,11 +285,11 @@ func (r *Resolver) Named(tenant, workspace, name string) (session.Target, error)
 				}
 			}
 		}
-		egr, err := egressOf(t.Network)
+		egr, held, err := r.egressOf(name, t.Network)
 		if err != nil {
-			return session.Target{}, fmt.Errorf("target %q: %w", name, err)
+			return session.Target{}, err
 		}
-		red, err := r.redactionFor(tenant, name, t.Workspace, true, nil)
+		red, err := r.redactionFor(tenant, name, t.Workspace, true, held)
 		if err != nil {
 			return session.Target{}, err
 		}
@@ -383,20 +383,26 @@ func (r *Resolver) knownHosts(configured string) (pin string, trusted []string) 
 }
 
 // egressOf turns a target's network allowlist into what the session's
-// proxy port serves; nil when the target has none.
-func egressOf(n config.Network) (*session.Egress, error) {
+// proxy port serves (nil when the target has none), with the secrets of
+// its credentials, which the session's redactor must know.
+func (r *Resolver) egressOf(target string, n config.Network) (*session.Egress, []redact.Literal, error) {
 	if !n.Proxied() {
-		return nil, nil
+		return nil, nil, nil
 	}
-	allow, err := egress.ParseAllow(n.Allow)
+	allow, err := egress.ParseEntries(n.AllowEntries())
 	if err != nil {
-		return nil, err
+		return nil, nil, fmt.Errorf("target %q: %w", target, err)
 	}
 	e := &session.Egress{Allow: allow, Ask: n.Ask != config.AskNo, Forward: n.Ask == config.AskForward}
+	creds, held, err := r.credentials(target, n.Credentials)
+	if err != nil {
+		return nil, nil, err
+	}
+	e.Credentials = creds
 	for name, addr := range n.Hosts {
 		a, err := netip.ParseAddr(addr)
 		if err != nil {
-			return nil, fmt.Errorf("network.hosts.%s: %q is not an IP address", name, addr)
+			return nil, nil, fmt.Errorf("target %q: network.hosts.%s: %q is not an IP address", target, name, addr)
 		}
 		if e.Hosts == nil {
 			e.Hosts = map[string][]netip.Addr{}
@@ -404,7 +410,7 @@ func egressOf(n config.Network) (*session.Egress, error) {
 		name = strings.TrimSuffix(strings.ToLower(name), ".")
 		e.Hosts[name] = append(e.Hosts[name], a.Unmap())
 	}
-	return e, nil
+	return e, held, nil
 }
 
 // redactionFor builds what keeps secrets out of a session's output: the redact

@@ -223,6 +223,12 @@ func (o *Options) start(ctx context.Context, l shell.Launch, runDir string) (*co
 	cmd.Dir = o.Workspace
 	cmd.Env = o.environ(l.Env, runDir)
 	cmd.Env = append(cmd.Env, n.env()...)
+	trust, err := n.trustEnv(runDir)
+	if err != nil {
+		abort()
+		return nil, err
+	}
+	cmd.Env = append(cmd.Env, trust...)
 
 	size := &pty.Winsize{Cols: shell.DefaultCols, Rows: shell.DefaultRows}
 	if l.Cols > 0 && l.Rows > 0 {
