@@ -424,17 +424,7 @@ func (h *inspector) ask(r *http.Request, why string) (Conn, bool) {
 	yes, err := l.s.AskRequest(r.Context(), h.c.Host, h.c.Port, r.Method, r.URL.Path, why)
 	l.give(&l.asking)
 	if err != nil || !yes {
-		c.Decision, c.Reason = Denied, "a human did not let it through"
-		var d *Denial
-		switch {
-		case errors.As(err, &d):
-			c.DecidedBy = d.By
-			if d.Reason != "" {
-				c.Reason = "denied: " + d.Error()
-			}
-		case err != nil:
-			c.Reason = "no human let it through: " + err.Error()
-		}
+		c.deny(err)
 		l.report(c)
 		return c, false
 	}

@@ -516,17 +516,7 @@ func (l *Listener) judge(ctx context.Context, c *Conn) ([]netip.Addr, error) {
 		yes, err := l.s.Ask(ctx, c.Host, c.Port)
 		l.give(&l.asking)
 		if err != nil || !yes {
-			c.Decision, c.Reason = Denied, "a human did not let it through"
-			var d *Denial
-			switch {
-			case errors.As(err, &d):
-				c.DecidedBy = d.By
-				if d.Reason != "" {
-					c.Reason = "denied: " + d.Error()
-				}
-			case err != nil:
-				c.Reason = "no human let it through: " + err.Error()
-			}
+			c.deny(err)
 			return nil, &refusal{conn: *c}
 		}
 		decision = Approved
@@ -938,4 +928,21 @@ func (c *countedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { c.l.ended(c.c, c.up.Load(), c.down.Load()) })
 	return err
+}
+
+// deny records that no human let c through: a human's denial names who
+// decided and their reason; another error (a timeout, the program gave up)
+// says why nobody did.
+func (c *Conn) deny(err error) {
+	c.Decision, c.Reason = Denied, "a human did not let it through"
+	var d *Denial
+	switch {
+	case errors.As(err, &d):
+		c.DecidedBy = d.By
+		if d.Reason != "" {
+			c.Reason = "denied: " + d.Error()
+		}
+	case err != nil:
+		c.Reason = "no human let it through: " + err.Error()
+	}
 }
