@@ -52,7 +52,10 @@ func TestHumanExecFollowed(t *testing.T) {
 				agent := func() map[string]any { return s.exec(t, "echo agent") }
 				v.paste(t, tc.line+"\r")
 				typed := time.Now()
-				v.waitFor(t, tc.line, 1) // the line shows: the shell has it
+				// The line shows, and the shell has it. The prompt shows the
+				// working directory, which names the test, and so "bash": what
+				// shows is the line with its end.
+				v.waitFor(t, tc.line+"\r\n", 1)
 				lost := false
 				for !lost {
 					r := gated(agent)
