@@ -185,8 +185,8 @@ r = requests.get(sys.argv[1]); r.raise_for_status(); print(r.text)' ` + base + "
 	}
 
 	// The audit names the credential of the allowed tunnels and the
-	// method and path of a refused request; its network records never
-	// the token (the test's own commands above hold it, as typed).
+	// method and path of a refused request; no record holds the token,
+	// not even the tool calls of the test's own commands that typed it.
 	audit, err := tandemCLI(t, "audit", "tail", "--data-dir", srv.dataDir, "--json", "-n", "100000")
 	if err != nil {
 		t.Fatalf("audit tail: %v\n%s", err, audit)
@@ -197,11 +197,11 @@ r = requests.get(sys.argv[1]); r.raise_for_status(); print(r.text)' ` + base + "
 			Event, Outcome string
 			Args           map[string]any
 		}
+		if strings.Contains(line, token) {
+			t.Errorf("an audit record holds the token: %s", line)
+		}
 		if json.Unmarshal([]byte(line), &rec) != nil || rec.Event != "network" {
 			continue
-		}
-		if strings.Contains(line, token) {
-			t.Errorf("a network record holds the token: %s", line)
 		}
 		named = named || rec.Outcome == "allowed" && rec.Args["credential"] == "api"
 		refusedPost = refusedPost || rec.Outcome == "refused" && rec.Args["method"] == "POST" && rec.Args["path"] == "/repos/acme/x"
