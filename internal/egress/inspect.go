@@ -179,7 +179,8 @@ func (e *upstreamError) Unwrap() error { return e.err }
 // request, judges it (the host it names, the rule's methods and paths,
 // the credential's header), adds the credential and sends it on over a
 // TLS connection of its own, verified against the system's roots or the
-// credential's CA. It returns the bytes sent and received upstream.
+// credential's CA, in HTTP/2 where the host offers it. It returns the
+// bytes sent and received upstream.
 func (l *Listener) inspect(c Conn, down net.Conn, addrs []netip.Addr, rule Rule, creds []Credential) (int64, int64) {
 	var upN, downN atomic.Int64
 	pc := newBatchConn(down)
@@ -222,14 +223,16 @@ func (l *Listener) inspect(c Conn, down net.Conn, addrs []netip.Addr, rule Rule,
 				return nil, &upstreamError{err}
 			}
 			cc := newBatchConn(&countConn{Conn: raw, up: &upN, down: &downN})
-			t := tls.Client(cc, &tls.Config{ServerName: c.Host, RootCAs: roots, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12})
+			// HTTP/2 where the host offers it by ALPN (the transport
+			// takes an h2 connection over from here), else HTTP/1.1.
+			t := tls.Client(cc, &tls.Config{ServerName: c.Host, RootCAs: roots, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12})
 			if err := t.HandshakeContext(ctx); err != nil {
 				_ = cc.Close()
 				return nil, &upstreamError{fmt.Errorf("the host's TLS could not be verified: %w", err)}
 			}
 			return t, nil
 		},
-		TLSNextProto:          map[string]func(string, *tls.Conn) http.RoundTripper{},
+		ForceAttemptHTTP2:     true, // with DialTLSContext, h2 only when forced
 		DisableCompression:    true,
 		ResponseHeaderTimeout: 5 * time.Minute,
 		MaxIdleConnsPerHost:   1,

@@ -151,7 +151,7 @@ func BenchmarkProxyInspectedThroughput(b *testing.B) {
 		if err != nil || n != size {
 			b.Fatalf("read %d of %d: %v", n, size, err)
 		}
-		*cpu = append(*cpu, (cpuTime() - cpu0).Seconds()/float64(size))
+		*cpu = append(*cpu, (cpuTime()-cpu0).Seconds()/float64(size))
 		return float64(size) / time.Since(start).Seconds() / 1e6
 	}
 	dc, ic := bt.client(nil, true), bt.client(bt.inspected, true)
