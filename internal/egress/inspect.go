@@ -183,9 +183,7 @@ func (e *upstreamError) Unwrap() error { return e.err }
 // bytes sent and received upstream.
 func (l *Listener) inspect(c Conn, down net.Conn, addrs []netip.Addr, rule Rule, creds []Credential) (int64, int64) {
 	var upN, downN atomic.Int64
-	pc := newBatchConn(down)
-	defer func() { _ = pc.Close() }()
-	tc := tls.Server(pc, &tls.Config{
+	tc := tls.Server(down, &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		// Full records from the first byte: the session is on loopback.
 		DynamicRecordSizingDisabled: true,
@@ -222,12 +220,12 @@ func (l *Listener) inspect(c Conn, down net.Conn, addrs []netip.Addr, rule Rule,
 			if err != nil {
 				return nil, &upstreamError{err}
 			}
-			cc := newBatchConn(&countConn{Conn: raw, up: &upN, down: &downN})
+			cc := &countConn{Conn: raw, up: &upN, down: &downN}
 			// HTTP/2 where the host offers it by ALPN (the transport
 			// takes an h2 connection over from here), else HTTP/1.1.
 			t := tls.Client(cc, &tls.Config{ServerName: c.Host, RootCAs: roots, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12})
 			if err := t.HandshakeContext(ctx); err != nil {
-				_ = cc.Close()
+				_ = raw.Close()
 				return nil, &upstreamError{fmt.Errorf("the host's TLS could not be verified: %w", err)}
 			}
 			return t, nil
