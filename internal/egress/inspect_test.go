@@ -260,6 +260,27 @@ func testInspectedRequests(t *testing.T, h2, upH2 bool) {
 	}
 }
 
+// TestInspectedKeepsContentLength: a response the host sends with a
+// Content-Length reaches the program with it, not re-encoded as chunks,
+// whatever each side speaks.
+func TestInspectedKeepsContentLength(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		for _, up := range []bool{false, true} {
+			af := newAPIFixtureProto(t, false, up)
+			resp, err := af.sessionClientProto("example.com", h2).Get("https://example.com:" + portOf(t, af.srv) + "/repos/acme/x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if want := int64(len("hello /repos/acme/x")); resp.StatusCode != 200 || resp.ContentLength != want || len(resp.TransferEncoding) > 0 {
+				t.Errorf("program h2 %v, host h2 %v: %d %q, length %d %v; want 200 with length %d, not chunked",
+					h2, up, resp.StatusCode, b, resp.ContentLength, resp.TransferEncoding, want)
+			}
+		}
+	}
+}
+
 func TestInspectedFrontingBySNI(t *testing.T) {
 	af := newAPIFixture(t, false)
 	_, err := af.sessionClient("other.test").Get("https://example.com:" + portOf(t, af.srv) + "/repos/acme/x")
