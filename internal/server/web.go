@@ -58,9 +58,8 @@ func (t webTerminal) HumanRequest() (id, message string, ok bool) {
 // forViewers is text as every viewer of the page sees it: with the
 // session's secrets redacted when its target hides them from viewers
 // (redact.viewers), and the credentials tandem holds for it always, as
-// the terminal and the recording are. The watch
-// link is the agent's too, so nothing on the page may hold more than
-// the terminal does.
+// the terminal and the recording are. The watch link is the agent's
+// too, so nothing on the page may hold more than the terminal does.
 func (t webTerminal) forViewers(text string) string {
 	if red := t.Session.Target.ViewRedact(); red != nil && text != "" {
 		text, _ = red.String(text)
