@@ -30,7 +30,7 @@ type apiServer struct {
 	port     int
 	certFile string
 	mu       sync.Mutex
-	seen     []string // "METHOD path Authorization Host"
+	seen     []string // "METHOD path Authorization Host Proto"
 }
 
 func newAPIServer(t *testing.T, token string) *apiServer {
@@ -45,7 +45,7 @@ func newAPIServer(t *testing.T, token string) *apiServer {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		auth := r.Header.Get("Authorization")
 		a.mu.Lock()
-		a.seen = append(a.seen, r.Method+" "+r.URL.Path+" "+auth+" "+r.Host)
+		a.seen = append(a.seen, r.Method+" "+r.URL.Path+" "+auth+" "+r.Host+" "+r.Proto)
 		a.mu.Unlock()
 		if auth != "Bearer "+token {
 			http.Error(w, "no token", http.StatusUnauthorized)
@@ -68,9 +68,10 @@ func (a *apiServer) requests() []string {
 
 // TestCredentialsNeverInSession: a sandboxed session calls an API whose
 // bearer token is only in an operator's file named by the target's
-// network.credentials. curl, Python and Node succeed with no flag (the
-// session trusts its CA through its bundle) and the server sees the
-// token; the token is in no variable, no file of the session's home or
+// network.credentials. curl, Python (requests and urllib), Node and Go
+// succeed with no flag (the session trusts its CA through its bundle),
+// and the server, which offers HTTP/2, sees the token over HTTP/2; the
+// token is in no variable, no file of the session's home or
 // run dir, and comes back redacted where the server echoes it. Requests
 // the entry's methods and paths do not allow, one that brings its own
 // Authorization, and fronting (by Host, by TLS name) are refused with the
@@ -116,13 +117,10 @@ func TestCredentialsNeverInSession(t *testing.T) {
 	}{
 		{"curl gets the bearer", "curl -sS -f -D - " + base + "/repos/acme/x", true, "hello /repos/acme/x", "", "", true},
 		{"curl over HTTP/2", "curl -sS -f --http2 -o /dev/null -w 'HTTP/%{http_version} ' " + base + "/repos/acme/h2 && curl -sS --http2 " + base + "/repos/acme/h2", true, "HTTP/2 hello /repos/acme/h2", "", "", true},
-		// requests where the sandbox can import it (else urllib again).
-		{"python requests", `python3 -c 'import sys
-try:
-    import requests
-except ImportError:
-    import urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode()); sys.exit(0)
-r = requests.get(sys.argv[1]); r.raise_for_status(); print(r.text)' ` + base + "/repos/acme/py", true, "hello /repos/acme/py", "", "", true},
+		// requests (python3-requests, .ci/deps): its own CA bundle unless
+		// REQUESTS_CA_BUNDLE names the session's.
+		{"python requests", `python3 -c 'import requests,sys; r = requests.get(sys.argv[1]); r.raise_for_status(); print(r.text)' ` + base + "/repos/acme/py", true, "hello /repos/acme/py", "", "", true},
+		{"python requests without the bundle's variables fails", `env -u REQUESTS_CA_BUNDLE -u CURL_CA_BUNDLE python3 -c 'import requests,sys; requests.get(sys.argv[1])' ` + base + "/repos/acme/py", false, "", "", "", false},
 		{"python urllib, default context", `python3 -c 'import urllib.request,sys; print(urllib.request.urlopen(sys.argv[1]).read().decode())' ` + base + "/repos/acme/urllib", true, "hello /repos/acme/urllib", "", "", true},
 		{"node, default trust", nodeGet, true, "hello /repos/acme/node", "", "", true},
 		{"go net/http, default trust", "./goget " + base + "/repos/acme/go", true, "hello /repos/acme/go", "", "", true},
@@ -177,6 +175,13 @@ r = requests.get(sys.argv[1]); r.raise_for_status(); print(r.text)' ` + base + "
 			}
 		})
 	}
+	// The host offers h2 (net/http's ServeTLS): the proxy spoke it.
+	for _, q := range api.requests() {
+		if !strings.HasSuffix(q, " HTTP/2.0") {
+			t.Errorf("the proxy spoke other than HTTP/2 to a host that offers it: %q", q)
+		}
+	}
+
 	// The echo came back redacted: curl -D - printed the X-Echo header and
 	// the body, both holding the token.
 	r := result(t, s.exec(t, "curl -sS -D - "+base+"/repos/acme/echo", 30))
@@ -185,8 +190,8 @@ r = requests.get(sys.argv[1]); r.raise_for_status(); print(r.text)' ` + base + "
 	}
 
 	// The audit names the credential of the allowed tunnels and the
-	// method and path of a refused request; its network records never
-	// the token (the test's own commands above hold it, as typed).
+	// method and path of a refused request; no record holds the token,
+	// not even the tool calls of the test's own commands that typed it.
 	audit, err := tandemCLI(t, "audit", "tail", "--data-dir", srv.dataDir, "--json", "-n", "100000")
 	if err != nil {
 		t.Fatalf("audit tail: %v\n%s", err, audit)
@@ -197,11 +202,11 @@ r = requests.get(sys.argv[1]); r.raise_for_status(); print(r.text)' ` + base + "
 			Event, Outcome string
 			Args           map[string]any
 		}
+		if strings.Contains(line, token) {
+			t.Errorf("an audit record holds the token: %s", line)
+		}
 		if json.Unmarshal([]byte(line), &rec) != nil || rec.Event != "network" {
 			continue
-		}
-		if strings.Contains(line, token) {
-			t.Errorf("a network record holds the token: %s", line)
 		}
 		named = named || rec.Outcome == "allowed" && rec.Args["credential"] == "api"
 		refusedPost = refusedPost || rec.Outcome == "refused" && rec.Args["method"] == "POST" && rec.Args["path"] == "/repos/acme/x"

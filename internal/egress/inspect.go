@@ -179,19 +179,23 @@ func (e *upstreamError) Unwrap() error { return e.err }
 // request, judges it (the host it names, the rule's methods and paths,
 // the credential's header), adds the credential and sends it on over a
 // TLS connection of its own, verified against the system's roots or the
-// credential's CA. It returns the bytes sent and received upstream.
+// credential's CA, in HTTP/2 where the host offers it. It returns the
+// bytes sent and received upstream.
 func (l *Listener) inspect(c Conn, down net.Conn, addrs []netip.Addr, rule Rule, creds []Credential) (int64, int64) {
 	var upN, downN atomic.Int64
-	sni := ""
 	tc := tls.Server(down, &tls.Config{
 		MinVersion: tls.VersionTLS12,
+		// Full records from the first byte: the session is on loopback.
+		DynamicRecordSizingDisabled: true,
 		// HTTP/2 where the program offers it (git and Go do): net/http's
 		// server speaks it on this connection, and each stream is a
 		// request judged like any other.
 		NextProtos: []string{"h2", "http/1.1"},
 		GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
-			sni = strings.TrimSuffix(strings.ToLower(h.ServerName), ".")
+			sni := strings.TrimSuffix(strings.ToLower(h.ServerName), ".")
 			if sni != c.Host && !(sni == "" && isAddr(c.Host)) {
+				// Reported before the program hears of it (the alert).
+				l.refuseRequest(c, "", "", fmt.Sprintf("domain fronting: the TLS server name %q differs from the host %s the tunnel was opened to", sni, c.Host))
 				return nil, fmt.Errorf("TLS server name %q is not the host %s the tunnel was opened to", sni, c.Host)
 			}
 			return l.ca.Leaf(c.Host)
@@ -201,9 +205,6 @@ func (l *Listener) inspect(c Conn, down net.Conn, addrs []netip.Addr, rule Rule,
 	err := tc.HandshakeContext(hctx)
 	cancel()
 	if err != nil {
-		if sni != c.Host && !(sni == "" && isAddr(c.Host)) {
-			l.refuseRequest(c, "", "", fmt.Sprintf("domain fronting: the TLS server name %q differs from the host %s the tunnel was opened to", sni, c.Host))
-		}
 		return 0, 0
 	}
 	roots := (*x509.CertPool)(nil)
@@ -220,14 +221,16 @@ func (l *Listener) inspect(c Conn, down net.Conn, addrs []netip.Addr, rule Rule,
 				return nil, &upstreamError{err}
 			}
 			cc := &countConn{Conn: raw, up: &upN, down: &downN}
-			t := tls.Client(cc, &tls.Config{ServerName: c.Host, RootCAs: roots, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12})
+			// HTTP/2 where the host offers it by ALPN (the transport
+			// takes an h2 connection over from here), else HTTP/1.1.
+			t := tls.Client(cc, &tls.Config{ServerName: c.Host, RootCAs: roots, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12})
 			if err := t.HandshakeContext(ctx); err != nil {
 				_ = raw.Close()
 				return nil, &upstreamError{fmt.Errorf("the host's TLS could not be verified: %w", err)}
 			}
 			return t, nil
 		},
-		TLSNextProto:          map[string]func(string, *tls.Conn) http.RoundTripper{},
+		ForceAttemptHTTP2:     true, // with DialTLSContext, h2 only when forced
 		DisableCompression:    true,
 		ResponseHeaderTimeout: 5 * time.Minute,
 		MaxIdleConnsPerHost:   1,

@@ -114,13 +114,26 @@ const testSecret = "s3cret-token-of-the-operator"
 
 func newAPIFixture(t *testing.T, replace bool) *apiFixture {
 	t.Helper()
+	return newAPIFixtureProto(t, replace, false)
+}
+
+// newAPIFixtureProto is newAPIFixture, with a host that speaks HTTP/2
+// only (it offers h2 alone and answers 505 to HTTP/1.1) when h2.
+func newAPIFixtureProto(t *testing.T, replace, h2 bool) *apiFixture {
+	t.Helper()
 	af := &apiFixture{}
-	af.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	af.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h2 && r.ProtoMajor != 2 {
+			http.Error(w, "this host speaks HTTP/2 only", http.StatusHTTPVersionNotSupported)
+			return
+		}
 		af.mu.Lock()
 		af.seen = append(af.seen, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
 		af.mu.Unlock()
 		fmt.Fprintf(w, "hello %s", r.URL.Path)
 	}))
+	af.srv.EnableHTTP2 = h2
+	af.srv.StartTLS()
 	t.Cleanup(af.srv.Close)
 	port := portOf(t, af.srv)
 	a, err := ParseEntries([]Entry{{Host: "example.com:" + port, Methods: []string{"GET"}, Paths: []string{"/repos/acme/*"}}})
@@ -166,14 +179,21 @@ func (af *apiFixture) seenRequests() []string {
 	return append([]string(nil), af.seen...)
 }
 
+// TestInspectedRequests: the program speaks HTTP/1.1 or HTTP/2 to the
+// proxy, and the host HTTP/1.1 or HTTP/2 only (the proxy speaks what the
+// host offers by ALPN); the credential, the rules and the fronting check
+// hold the same for each.
 func TestInspectedRequests(t *testing.T) {
+	name := map[bool]string{false: "HTTP/1.1", true: "HTTP/2"}
 	for _, h2 := range []bool{false, true} {
-		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2"}[h2], func(t *testing.T) { testInspectedRequests(t, h2) })
+		for _, up := range []bool{false, true} {
+			t.Run(name[h2]+" to an "+name[up]+" host", func(t *testing.T) { testInspectedRequests(t, h2, up) })
+		}
 	}
 }
 
-func testInspectedRequests(t *testing.T, h2 bool) {
-	af := newAPIFixture(t, false)
+func testInspectedRequests(t *testing.T, h2, upH2 bool) {
+	af := newAPIFixtureProto(t, false, upH2)
 	base := "https://example.com:" + portOf(t, af.srv)
 	tests := []struct {
 		name, method, path string
@@ -237,6 +257,27 @@ func testInspectedRequests(t *testing.T, h2 bool) {
 	}
 	if !refusedPost || !named {
 		t.Errorf("reports %+v: want a refused POST with method and path, and a tunnel naming credential api", af.reports())
+	}
+}
+
+// TestInspectedKeepsContentLength: a response the host sends with a
+// Content-Length reaches the program with it, not re-encoded as chunks,
+// whatever each side speaks.
+func TestInspectedKeepsContentLength(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		for _, up := range []bool{false, true} {
+			af := newAPIFixtureProto(t, false, up)
+			resp, err := af.sessionClientProto("example.com", h2).Get("https://example.com:" + portOf(t, af.srv) + "/repos/acme/x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if want := int64(len("hello /repos/acme/x")); resp.StatusCode != 200 || resp.ContentLength != want || len(resp.TransferEncoding) > 0 {
+				t.Errorf("program h2 %v, host h2 %v: %d %q, length %d %v; want 200 with length %d, not chunked",
+					h2, up, resp.StatusCode, b, resp.ContentLength, resp.TransferEncoding, want)
+			}
+		}
 	}
 }
 
@@ -353,15 +394,26 @@ func TestInspectedUpstreamUnverified(t *testing.T) {
 
 // TestInspectedStreams: on one inspected connection (keep-alive), a
 // chunked upload reaches the host whole and a streamed response reaches
-// the program chunk by chunk, before the host ends it.
+// the program chunk by chunk, before the host ends it; to a host of
+// HTTP/1.1 and to one of HTTP/2, over one upstream connection.
 func TestInspectedStreams(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "HTTP/1.1 host", true: "HTTP/2 host"}[h2], func(t *testing.T) { testInspectedStreams(t, h2) })
+	}
+}
+
+func testInspectedStreams(t *testing.T, h2 bool) {
 	release := make(chan struct{})
 	var conns atomic.Int32
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != map[bool]int{false: 1, true: 2}[h2] {
+			http.Error(w, "the proxy spoke "+r.Proto, http.StatusHTTPVersionNotSupported)
+			return
+		}
 		switch r.URL.Path {
 		case "/upload":
 			b, _ := io.ReadAll(r.Body)
-			fmt.Fprintf(w, "got %d bytes, chunked=%v", len(b), len(r.TransferEncoding) > 0)
+			fmt.Fprintf(w, "got %d bytes, streamed=%v", len(b), r.ContentLength < 0)
 		case "/stream":
 			fmt.Fprint(w, "first\n")
 			w.(http.Flusher).Flush()
@@ -374,6 +426,7 @@ func TestInspectedStreams(t *testing.T) {
 			conns.Add(1)
 		}
 	}
+	srv.EnableHTTP2 = h2
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	a, err := ParseEntries([]Entry{{Host: "example.com:" + portOf(t, srv), Methods: []string{"GET", "POST"}}})
@@ -403,7 +456,7 @@ func TestInspectedStreams(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if string(b) != "got 65536 bytes, chunked=true" {
+	if string(b) != "got 65536 bytes, streamed=true" {
 		t.Fatalf("upload: %q", b)
 	}
 	resp, err = c.Get(base + "/stream")

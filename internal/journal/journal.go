@@ -235,6 +235,11 @@ func (j *Journal) write() {
 			j.yieldToBurst()
 		}
 		rec := c.rec
+		if red := c.s.Target.RedactHeld; red != nil {
+			// The history page and the audit show the line as typed, but
+			// never a credential tandem holds for the session.
+			rec.Command, _ = red.String(rec.Command)
+		}
 		outPath, err1 := persist(rec.Stdout)
 		errPath, err2 := persist(rec.Stderr)
 		if err := errors.Join(err1, err2); err != nil {

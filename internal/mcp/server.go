@@ -424,6 +424,9 @@ func (s *Server) audit(ctx context.Context, c session.Caller, tool string, info 
 		} else if info.auditInput != nil {
 			args = withInput(args, *info.auditInput)
 		}
+		if info.sess != nil {
+			args = auditHeld(info.sess.Target.RedactHeld, args)
+		}
 	}
 	rec := audit.Record{
 		Time: start, Tenant: c.Tenant, Actor: s.auditActor(c), SessionID: info.sessionID, SessionName: info.session,

@@ -57,11 +57,11 @@ func (t webTerminal) HumanRequest() (id, message string, ok bool) {
 
 // forViewers is text as every viewer of the page sees it: with the
 // session's secrets redacted when its target hides them from viewers
-// (redact.viewers), as the terminal and the recording are. The watch
-// link is the agent's too, so nothing on the page may hold more than
-// the terminal does.
+// (redact.viewers), and the credentials tandem holds for it always, as
+// the terminal and the recording are. The watch link is the agent's
+// too, so nothing on the page may hold more than the terminal does.
 func (t webTerminal) forViewers(text string) string {
-	if red := t.Session.Target.Redact; red != nil && t.Session.Target.RedactViewers && text != "" {
+	if red := t.Session.Target.ViewRedact(); red != nil && text != "" {
 		text, _ = red.String(text)
 	}
 	return text
@@ -120,7 +120,7 @@ func (t webTerminal) Status() web.SessionStatus {
 	for _, c := range t.Session.RecentConnections(stripConnections) {
 		st.Network = append(st.Network, web.StripConnection{Target: c.Target(), Decision: c.Decision, Reason: c.Reason, At: c.Started})
 	}
-	if t.Session.Target.RedactViewers {
+	if t.Session.Target.ViewRedact() != nil {
 		st = st.Redacted(t.forViewers)
 	}
 	return st

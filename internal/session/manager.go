@@ -212,7 +212,7 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 		// A human's running command can be read back, and named when busy.
 		OnStart: func(r shell.Record) { s.keep(r, false); s.markCommand(r, false) },
 		OnTouch: s.touched,
-		Redact:  t.Redact, RedactViewers: t.RedactViewers,
+		Redact:  t.Redact, ViewRedact: t.ViewRedact(),
 	}
 	if k, sp := t.RawKey, m.opts.Spool; k != nil && sp != nil {
 		so.Raw = func(name string) shell.RawSink { return capRaw(seal.Create(sp.SealedPath(name), *k), sp.MaxFile) }

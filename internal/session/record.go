@@ -55,8 +55,8 @@ func (s *Session) markCommand(r shell.Record, ended bool) {
 		return
 	}
 	line := r.Command
-	if t := s.Target; t.Redact != nil && t.RedactViewers {
-		line, _ = t.Redact.String(line)
+	if red := s.Target.ViewRedact(); red != nil {
+		line, _ = red.String(line)
 	}
 	if len(line) > maxMarkerLine {
 		line = strings.ToValidUTF8(line[:maxMarkerLine], "") + "…"

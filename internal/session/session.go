@@ -67,9 +67,25 @@ type Target struct {
 	Redact *redact.Redactor
 	// RedactViewers redacts what viewers and the recording see as well.
 	RedactViewers bool
+	// RedactHeld, if set, knows only the secrets tandem holds for the
+	// session and adds on its behalf (a credential its egress proxy puts
+	// in a request): they are redacted from what viewers, the page, the
+	// recording and the audit see, whatever RedactViewers says, so that an
+	// echo from a server reaches no human's screen and no record.
+	RedactHeld *redact.Redactor
 	// RawKey, if set, is the operator's public key the exact bytes of
 	// redacted streams are sealed to, beside their spool files.
 	RawKey *seal.Key
+}
+
+// ViewRedact is what redacts what viewers, the page and the recording
+// see: Redact when the target hides every secret from viewers, else
+// RedactHeld; nil when they see the exact bytes.
+func (t Target) ViewRedact() *redact.Redactor {
+	if t.Redact != nil && t.RedactViewers {
+		return t.Redact
+	}
+	return t.RedactHeld
 }
 
 // Status values reported for sessions.

@@ -118,14 +118,15 @@ func (s *Shell) redactText(t string) string {
 }
 
 // viewStream starts the redaction of what viewers and the recording see,
-// when the session asks for it (Options.RedactViewers).
+// when the session has a redactor for them (Options.ViewRedact).
 func (s *Shell) viewStream() {
-	if s.opts.Redact == nil || !s.opts.RedactViewers {
+	red := s.opts.ViewRedact
+	if red == nil {
 		return
 	}
-	s.viewRed = s.opts.Redact.Stream(sinkFunc(s.showRedacted))
+	s.viewRed = red.Stream(sinkFunc(s.showRedacted))
 	if in := s.opts.Input; in != nil {
-		s.inputRed = s.opts.Redact.Stream(sinkFunc(in))
+		s.inputRed = red.Stream(sinkFunc(in))
 	}
 }
 

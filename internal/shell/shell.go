@@ -74,9 +74,11 @@ type Options struct {
 	// reads them: what the agent sees. The counts are in
 	// Record.Redacted. Nil: nothing is redacted.
 	Redact *redact.Redactor
-	// RedactViewers also redacts what viewers see, the scrollback and
-	// what Output and Input pass on (the recording).
-	RedactViewers bool
+	// ViewRedact, if set, redacts what viewers see, the scrollback and
+	// what Output and Input pass on (the recording): Redact itself where
+	// the session hides every secret from viewers, or one that knows only
+	// the credentials tandem holds for it. Nil: viewers see the exact bytes.
+	ViewRedact *redact.Redactor
 	// Raw, if set with Redact, opens where the exact bytes of a captured
 	// stream go (name is its spool file's, e.g. cmd_….stdout): kept only
 	// when something in the stream was redacted.
@@ -212,7 +214,7 @@ type Shell struct {
 	holdOut    bool          // PTY output held until the relay catches up
 	heldOut    []byte
 	scrollback *term.Ring
-	viewRed    *redact.Stream // redacts what viewers see (Options.RedactViewers)
+	viewRed    *redact.Stream // redacts what viewers see (Options.ViewRedact)
 	inputRed   *redact.Stream // redacts the keys Options.Input records
 	live       *term.Ring     // recent output, read by viewers at their own offsets
 	viewers    map[*viewer]struct{}

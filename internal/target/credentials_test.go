@@ -37,6 +37,24 @@ func TestCredentials(t *testing.T) {
 	if want := "file-secret-0123456789 env-secret-0123456789 eC1hY2Nlc3MtdG9rZW46ZW52LXNlY3JldC0wMTIzNDU2Nzg5"; strings.Join(lits, " ") != want {
 		t.Errorf("literals %q, want %q", lits, want)
 	}
+	// What viewers, the recording and the audit see loses those values
+	// only: no pattern of the agent's redactor applies there.
+	red, err := heldRedactor(held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for in, want := range map[string]string{
+		"echo: Bearer file-secret-0123456789":                                   "echo: Bearer [REDACTED:credential]",
+		"Authorization: Basic eC1hY2Nlc3MtdG9rZW46ZW52LXNlY3JldC0wMTIzNDU2Nzg5": "Authorization: Basic [REDACTED:credential]",
+		"AKIAIOSFODNN7EXAMPLE and env-secret-0123456789":                        "AKIAIOSFODNN7EXAMPLE and [REDACTED:credential]",
+	} {
+		if got, _ := red.String(in); got != want {
+			t.Errorf("held redactor: %q became %q, want %q", in, got, want)
+		}
+	}
+	if red, err := heldRedactor(nil); red != nil || err != nil {
+		t.Errorf("no credentials: redactor %v, %v; want none", red, err)
+	}
 	// A missing secret fails the session without naming the variable or
 	// the file to the agent.
 	for _, c := range []config.Credential{

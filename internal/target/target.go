@@ -295,6 +295,9 @@ func (r *Resolver) Named(tenant, workspace, name string) (session.Target, error)
 		}
 		t := session.Target{Name: name, Kind: "local", Host: "localhost", Username: r.User, Dialer: o, Workspace: t.Workspace, Scope: workspace, Egress: egr}
 		red.apply(&t)
+		if t.RedactHeld, err = heldRedactor(held); err != nil {
+			return session.Target{}, fmt.Errorf("%w: target %q: %w", ErrCredential, name, err)
+		}
 		if !o.NoSandbox {
 			e := sandbox.Describe(layer)
 			if noNetNS != "" {
@@ -486,6 +489,22 @@ type redaction struct {
 // apply sets the session target's redaction fields.
 func (x redaction) apply(t *session.Target) {
 	t.Redact, t.RedactViewers, t.RawKey = x.redactor, x.viewers, x.rawKey
+}
+
+// heldRedactor redacts the credentials tandem adds for a session (held)
+// from what every human and record sees, whatever redact.viewers says
+// (session.Target.RedactHeld): those values only, no patterns. Nil when
+// there are none.
+func heldRedactor(held []redact.Literal) (*redact.Redactor, error) {
+	if len(held) == 0 {
+		return nil, nil
+	}
+	off := false
+	red, err := redact.New(redact.Config{Patterns: &off}, redact.Options{Literals: held})
+	if err != nil {
+		return nil, fmt.Errorf("redact held credentials: %w", err)
+	}
+	return red, nil
 }
 
 // sshSecrets are the credentials tandem holds for an ssh connection.

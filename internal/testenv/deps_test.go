@@ -30,7 +30,7 @@ func TestDepsInstallsOnlyWhatIsMissing(t *testing.T) {
 		want     []string
 	}{
 		{"fresh Debian", nil, false, false,
-			[]string{"openssh-server", "chromium", "asciinema", "less", "python3", "git", "curl", "make", "nodejs", "npm", "tmux", "postgresql"}},
+			[]string{"openssh-server", "chromium", "asciinema", "less", "python3", "git", "curl", "make", "nodejs", "npm", "tmux", "python3-requests", "postgresql"}},
 		{"NodeSource node brings npm", append(all, "node", "npm"), true, true, nil},
 		{"Debian nodejs without npm", append(all, "node"), true, true, []string{"npm"}},
 		{"everything but Node", all, true, true, []string{"nodejs", "npm"}},
@@ -58,7 +58,8 @@ func TestDepsInstallsOnlyWhatIsMissing(t *testing.T) {
 				}
 			}
 			cmd := exec.Command(bash, script, "--print")
-			cmd.Env = []string{"PATH=" + bin, "TANDEM_DEPS_PG_GLOB=" + pg}
+			// A stub python3 imports anything: requests comes with it.
+			cmd.Env = []string{"PATH=" + bin, "TANDEM_DEPS_PG_GLOB=" + pg, "TANDEM_DEPS_PYTHON=" + filepath.Join(bin, "python3")}
 			if !tc.sshd {
 				cmd.Env = append(cmd.Env, "TANDEM_DEPS_SSHD=/nonexistent/sshd")
 			} else {
