@@ -19,13 +19,15 @@ import (
 // TestNetworkPolicyRejects: the network fields must make sense together.
 func TestNetworkPolicyRejects(t *testing.T) {
 	for name, p := range map[string]Policy{
-		"namespace with network on":  {Network: true, Namespace: true},
-		"filter with network on":     {Network: true, NetFilter: true},
-		"namespace and filter":       {Namespace: true, NetFilter: true},
-		"proxy without a namespace":  {ProxyPort: 3128, ProxyFD: 3},
-		"proxy without a port":       {Namespace: true, ProxyFD: 3},
-		"proxy on a standard stream": {Namespace: true, ProxyPort: 3128, ProxyFD: 2},
-		"proxy on the exec socket":   {Namespace: true, ProxyPort: 3128, ProxyFD: 3, ExecFD: 3},
+		"namespace with network on":   {Network: true, Namespace: true},
+		"filter with network on":      {Network: true, NetFilter: true},
+		"namespace and filter":        {Namespace: true, NetFilter: true},
+		"proxy without a namespace":   {ProxyPort: 3128, ProxyFD: 3},
+		"proxy without a port":        {Namespace: true, ProxyFD: 3},
+		"proxy on a standard stream":  {Namespace: true, ProxyPort: 3128, ProxyFD: 2},
+		"proxy on the exec socket":    {Namespace: true, ProxyPort: 3128, ProxyFD: 3, ExecFD: 3},
+		"sockets without a namespace": {SocketFD: 3},
+		"sockets on the proxy socket": {Namespace: true, ProxyPort: 3128, ProxyFD: 3, SocketFD: 3},
 	} {
 		if _, err := Command(self, p, []string{"true"}); err == nil {
 			t.Errorf("%s: Command accepted %+v", name, p)
