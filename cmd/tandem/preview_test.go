@@ -1,8 +1,10 @@
 package main
 
 import (
+	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -273,3 +275,79 @@ func previewStory(t *testing.T, srv *tandemProc, s sess, dir string, port int) {
 
 // jsString is s as a JavaScript string literal.
 func jsString(s string) string { return strconv.Quote(s) }
+
+// TestPreviewContainment: a forward gives the session no way out. With a
+// port forwarded (its server answering through the preview), the
+// containment attacks of TestNetworkContainment reach none of the test's
+// listeners, and the session reaches neither the forward's own listener
+// nor tandem's web listener on the host's loopback.
+func TestPreviewContainment(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		testenv.Missing(t, "python3 is needed: %v", err)
+	}
+	n := trap(t)
+	ws := t.TempDir()
+	for name, body := range map[string]string{"attack.py": attackPy, "devserver.py": devServerPy} {
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := startServer(t, serverOpts{config: "targets: [{name: local, kind: local, workspace: " + ws + "}]\n"})
+	tok := str(mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": "contained", "target": "local"}))["sessionToken"])
+	s := sess{srv, "contained", tok}
+	mustOK(t, s.exec(t, "(python3 devserver.py 3000 >devserver.log 2>&1 &)"))
+	var fw map[string]any
+	for deadline := time.Now().Add(20 * time.Second); fw["listening"] != true; time.Sleep(50 * time.Millisecond) {
+		fw = mustOK(t, srv.call(t, "ssh_forward_port", map[string]any{"sessionName": s.name, "sessionToken": tok, "port": 3000}))
+		if time.Now().After(deadline) {
+			t.Fatalf("the dev server never listened: %v", fw)
+		}
+	}
+	// The forward works: the operator's request reaches the server.
+	monitorURL := str(mustOK(t, srv.call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": s.name, "sessionToken": tok}))["monitoringUrl"])
+	forwardAddr := enterPreview(t, str(fw["url"]), dataDirToken(t, srv.dataDir))
+
+	containedFrom(t, s, n, ws, true)
+
+	webAddr := strings.TrimPrefix(strings.SplitN(monitorURL, "/s/", 2)[0], "http://")
+	probe := `import socket, sys
+for addr in sys.argv[1:]:
+    host, port = addr.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=3).close()
+        print(addr, "reached")
+    except OSError as e:
+        print(addr, "error", e.errno)
+`
+	if err := os.WriteFile(filepath.Join(ws, "probe.py"), []byte(probe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := result(t, s.exec(t, "python3 probe.py "+forwardAddr+" "+webAddr, 30))
+	if out := str(got["stdout"]); strings.Contains(out, "reached") || strings.Count(out, " error ") != 2 {
+		t.Errorf("from the session, tandem's listeners on the host:\n%s%s", out, str(got["stderr"]))
+	}
+}
+
+// enterPreview opens a preview URL as the signed-in operator's browser
+// would (following the ticket to the forward's origin) and returns the
+// forward's address once its page answers.
+func enterPreview(t *testing.T, previewURL, operatorToken string) string {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	req, _ := http.NewRequest("GET", previewURL, nil)
+	req.Header.Set("Cookie", "tandem_operator="+operatorToken)
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(string(body), "dev server") {
+		t.Fatalf("the preview: %d %s", res.StatusCode, body)
+	}
+	return res.Request.URL.Host
+}
