@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tandem-sh/tandem/internal/quickack"
 )
 
 // enterPath is where a forward's origin trades a ticket for its cookie.
@@ -46,7 +48,15 @@ func newForward(m *Manager, key string, port int, dial DialFunc, ln net.Listener
 	}
 	fw.tr = &http.Transport{
 		// Every request goes to the session's port, whatever it names.
-		DialContext:         func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx, port) },
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			nc, err := dial(ctx, port)
+			if err != nil {
+				return nil, err
+			}
+			// A dev server that writes a response in pieces with
+			// Nagle's algorithm on would wait 40 ms for each ACK.
+			return quickack.Wrap(nc), nil
+		},
 		Proxy:               nil,
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     30 * time.Second,
