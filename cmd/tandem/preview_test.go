@@ -20,7 +20,9 @@ import (
 // devServerPy is the agent's dev server in the preview tests: a page
 // whose script (a relative link) opens a WebSocket to its own origin and
 // shows the echo of "ping"; /go redirects to the server's own absolute
-// URL (localhost:PORT), as frameworks do; /landed is where it lands.
+// URL (localhost:PORT), as frameworks do; /landed is where it lands. Its
+// sockets set TCP_NODELAY, as Node's HTTP servers do, unless its second
+// argument is "nagle" (as python -m http.server leaves them).
 // Python's standard library has no WebSocket server: the handshake and one
 // frame each way are written out here.
 const devServerPy = `import base64, hashlib, http.server, socketserver, sys
@@ -29,6 +31,7 @@ PAGE = b"<!doctype html><title>dev</title><h1 id=title>dev server</h1><p id=ws>w
 APP = b"const s = new WebSocket('ws://' + location.host + '/ws'); s.onopen = () => s.send('ping'); s.onmessage = (e) => { document.getElementById('ws').textContent = e.data; };"
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = len(sys.argv) < 3 or sys.argv[2] != "nagle"
     def log_message(self, *a): pass
     def body(self, code, ctype, b, extra=()):
         self.send_response(code)
@@ -113,7 +116,7 @@ approvals: {waitSeconds: 1, timeoutSeconds: 300}
 `
 
 // freePort is a TCP port nothing listens on, on the host's loopback.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -305,7 +308,7 @@ func TestPreviewContainment(t *testing.T) {
 	}
 	// The forward works: the operator's request reaches the server.
 	monitorURL := str(mustOK(t, srv.call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": s.name, "sessionToken": tok}))["monitoringUrl"])
-	forwardAddr := enterPreview(t, str(fw["url"]), dataDirToken(t, srv.dataDir))
+	_, forwardAddr := enterPreview(t, str(fw["url"]), dataDirToken(t, srv.dataDir))
 
 	containedFrom(t, s, n, ws, true)
 
@@ -330,8 +333,9 @@ for addr in sys.argv[1:]:
 
 // enterPreview opens a preview URL as the signed-in operator's browser
 // would (following the ticket to the forward's origin) and returns the
-// forward's address once its page answers.
-func enterPreview(t *testing.T, previewURL, operatorToken string) string {
+// browser, let into the forward, and the forward's address once its page
+// answers.
+func enterPreview(t testing.TB, previewURL, operatorToken string) (*http.Client, string) {
 	t.Helper()
 	jar, err := cookiejar.New(nil)
 	if err != nil {
@@ -349,5 +353,5 @@ func enterPreview(t *testing.T, previewURL, operatorToken string) string {
 	if res.StatusCode != 200 || !strings.Contains(string(body), "dev server") {
 		t.Fatalf("the preview: %d %s", res.StatusCode, body)
 	}
-	return res.Request.URL.Host
+	return c, res.Request.URL.Host
 }
