@@ -60,7 +60,7 @@ func (s *Server) forwardPort(ctx context.Context, c session.Caller, a forwardPor
 	_, created, err := s.deps.Previews.Open(key, port, sess.DialPort, sess.Done())
 	switch {
 	case errors.Is(err, preview.ErrTooMany):
-		return nil, fail(codePortLimit, fmt.Sprintf("This session forwards %d ports already, its limit. Reuse one of them (ssh_list_ports).", len(s.deps.Previews.List(key))), reply{"port": port})
+		return nil, fail(codePortLimit, fmt.Sprintf("This session forwards as many ports as it may (%d). Reuse one of them (ssh_list_ports), or forward from another session.", len(s.deps.Previews.List(key))), reply{"port": port})
 	case errors.Is(err, preview.ErrNotForwarded) && sess.Err() != nil:
 		return nil, sess.Err() // the session ended meanwhile
 	case err != nil:
