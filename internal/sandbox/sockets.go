@@ -86,6 +86,12 @@ func socketHelper() int {
 	if _, err := unix.FcntlInt(sock, unix.F_GETFD, 0); err != nil {
 		return fail(exitRefused, fmt.Errorf("socket helper: no socket to tandem: %w", err))
 	}
+	// The launcher's other descriptors (the proxy's and the exec
+	// filter's socket pairs) are not the helper's: holding a copy would
+	// keep tandem from seeing the launcher close them.
+	if err := unix.CloseRange(sock+1, ^uint(0), 0); err != nil {
+		return fail(exitRefused, fmt.Errorf("socket helper: close inherited descriptors: %w", err))
+	}
 	// Landlock applies to every thread (TSYNC); capabilities are per
 	// thread, but the helper never execs, and it has no file or network
 	// right to use them with.

@@ -66,7 +66,14 @@ func TestSocketHelperReachesTheSessionsLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.ExtraFiles = []*os.File{child}
+	// A descriptor of the launcher's that is not the helper's (as the
+	// proxy's socket pair is): the helper must not keep a copy.
+	stray, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stray.Close() })
+	cmd.ExtraFiles = []*os.File{child, stray}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +98,24 @@ func TestSocketHelperReachesTheSessionsLoopback(t *testing.T) {
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if line != "ready\n" {
 		t.Fatalf("the program did not start: %q %v; stderr: %s", line, err, stderr.String())
+	}
+
+	// The helper (the program's child) holds its standard streams and
+	// its socket to tandem, nothing else.
+	kids, err := os.ReadFile("/proc/" + itoa(cmd.Process.Pid) + "/task/" + itoa(cmd.Process.Pid) + "/children")
+	if err != nil || len(strings.Fields(string(kids))) != 1 {
+		t.Fatalf("the program's children: %q %v", kids, err)
+	}
+	fds, err := os.ReadDir("/proc/" + strings.TrimSpace(string(kids)) + "/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, fd := range fds {
+		names = append(names, fd.Name())
+	}
+	if strings.Join(names, " ") != "0 1 2 3" {
+		t.Errorf("the socket helper holds descriptors %v, want 0 1 2 3", names)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
