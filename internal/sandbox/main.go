@@ -108,8 +108,10 @@ func isolateNetwork(p Policy) error {
 		return err
 	}
 	if p.SocketFD != 0 {
+		// Without its helper the session runs as confined; only its
+		// previews fail (tandem sees the helper's socket close).
 		if err := startSocketHelper(p.SocketFD); err != nil {
-			return err
+			fmt.Fprintf(os.Stderr, "tandem sandbox: %v: previews of this session's ports will not work\n", err)
 		}
 	}
 	if p.ProxyFD != 0 {

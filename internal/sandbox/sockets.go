@@ -61,11 +61,8 @@ func SocketPair() (parent, child *os.File, err error) {
 func startSocketHelper(sock int) error {
 	f := os.NewFile(uintptr(sock), "sockets-child")
 	defer f.Close()
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("socket helper: %w", err)
-	}
-	cmd := exec.Command(self, ArgName, socketHelperArg)
+	// The running binary itself, even if its file was replaced since.
+	cmd := exec.Command("/proc/self/exe", ArgName, socketHelperArg)
 	cmd.ExtraFiles = []*os.File{f}
 	// A session of its own: no controlling terminal, so the shell's
 	// Ctrl-C, hangups and job control never reach it.
