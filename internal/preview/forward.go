@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"html"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -69,11 +70,12 @@ func newForward(m *Manager, key string, port int, dial DialFunc, ln net.Listener
 		Transport:      fw.tr,
 		ModifyResponse: fw.modifyResponse,
 		ErrorHandler:   fw.proxyError,
-		ErrorLog:       nil,
+		ErrorLog:       slog.NewLogLogger(m.log.Handler(), slog.LevelDebug),
 	}
 	fw.srv = &http.Server{
 		Handler:           fw.handler(proxy),
 		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelDebug),
 	}
 	return fw
 }
