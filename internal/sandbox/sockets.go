@@ -64,6 +64,13 @@ func startSocketHelper(sock int) error {
 	// The running binary itself, even if its file was replaced since.
 	cmd := exec.Command("/proc/self/exe", ArgName, socketHelperArg)
 	cmd.ExtraFiles = []*os.File{f}
+	// The launcher's other descriptors (the proxy's and the exec
+	// filter's socket pairs, what tandem's parent leaked) are not the
+	// helper's: a copy would keep tandem from seeing the launcher close
+	// them. (The launcher marks them so before the shell's exec anyway.)
+	if err := MarkInheritedCloseOnExec(); err != nil {
+		return fmt.Errorf("socket helper: close inherited descriptors: %w", err)
+	}
 	// A session of its own: no controlling terminal, so the shell's
 	// Ctrl-C, hangups and job control never reach it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
@@ -82,12 +89,6 @@ func socketHelper() int {
 	const sock = 3
 	if _, err := unix.FcntlInt(sock, unix.F_GETFD, 0); err != nil {
 		return fail(exitRefused, fmt.Errorf("socket helper: no socket to tandem: %w", err))
-	}
-	// The launcher's other descriptors (the proxy's and the exec
-	// filter's socket pairs) are not the helper's: holding a copy would
-	// keep tandem from seeing the launcher close them.
-	if err := unix.CloseRange(sock+1, ^uint(0), 0); err != nil {
-		return fail(exitRefused, fmt.Errorf("socket helper: close inherited descriptors: %w", err))
 	}
 	// Landlock applies to every thread (TSYNC); capabilities are per
 	// thread, but the helper never execs, and it has no file or network
