@@ -3,6 +3,7 @@ package preview
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -60,6 +61,9 @@ type Options struct {
 	// Logger receives failures (warn) and forwards opening and closing
 	// (debug). Nil means discard.
 	Logger *slog.Logger
+	// TLS, if set, makes forwards serve HTTPS with it (tandem's own
+	// listener's certificate), HTTP/1.1 only; nil serves plain HTTP.
+	TLS *tls.Config
 }
 
 // Forward is one forwarded port as the tools and the page show it.
@@ -146,6 +150,12 @@ func (m *Manager) Open(key string, port int, dial DialFunc, done <-chan struct{}
 	if err != nil {
 		return Forward{}, false, fmt.Errorf("forward port %d: listen: %w", port, err)
 	}
+	if m.opts.TLS != nil {
+		cfg := m.opts.TLS.Clone()
+		// A WebSocket needs HTTP/1.1's Upgrade.
+		cfg.NextProtos = []string{"http/1.1"}
+		ln = tls.NewListener(ln, cfg)
+	}
 	fw := newForward(m, key, port, dial, ln)
 	m.byKey[key] = append(m.byKey[key], fw)
 	m.byID[fw.id] = fw
@@ -206,7 +216,11 @@ func (m *Manager) Enter(key string, port int, host, next string) (string, error)
 	if host == "" {
 		host, _, _ = net.SplitHostPort(fw.info.Addr)
 	}
-	return "http://" + net.JoinHostPort(host, fport) + enterPath + "?ticket=" + t, nil
+	scheme := "http://"
+	if m.opts.TLS != nil {
+		scheme = "https://"
+	}
+	return scheme + net.JoinHostPort(host, fport) + enterPath + "?ticket=" + t, nil
 }
 
 // redeem uses up ticket t for the forward with id: where to land, and

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -359,4 +360,33 @@ func TestForwardNothingListening(t *testing.T) {
 	if code, body, _ := get(t, b, "http://"+fw.Addr+"/"); code != 200 || body != "up" {
 		t.Errorf("once listening: %d %q", code, body)
 	}
+}
+
+// TestForwardOverTLS: with tandem's listener on TLS, a forward serves
+// HTTPS with the same certificate, and its entry URL says https.
+func TestForwardOverTLS(t *testing.T) {
+	a := startApp(t)
+	certSrv := httptest.NewTLSServer(http.NotFoundHandler())
+	t.Cleanup(certSrv.Close)
+	m := newManager(t, &preview.Options{TLS: certSrv.TLS})
+	fw, _, err := m.Open("key1", a.port, direct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enter, err := m.Enter("key1", a.port, "", "/tls")
+	if err != nil || !strings.HasPrefix(enter, "https://"+fw.Addr+"/") {
+		t.Fatalf("entry URL %q, %v", enter, err)
+	}
+	b := certSrv.Client()
+	b.Jar, _ = cookiejar.New(nil)
+	code, body, res := get(t, b, enter)
+	if code != 200 || !strings.HasPrefix(body, "page /tls") || res.TLS == nil {
+		t.Fatalf("over TLS: %d %q (TLS %v)", code, body, res.TLS != nil)
+	}
+	for _, c := range b.Jar.Cookies(res.Request.URL) {
+		if strings.HasPrefix(c.Name, "tpv_") {
+			return
+		}
+	}
+	t.Error("no forward cookie over TLS")
 }

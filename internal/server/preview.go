@@ -29,22 +29,28 @@ type previewKey struct {
 	port int
 }
 
-// newPreviews listens for forwards on the web listener's host; the
-// operator token never reaches a session's server.
+// newPreviews listens for forwards on the web listener's host, with its
+// TLS; the operator token never reaches a session's server.
 func newPreviews(s *Server) *previews {
 	p := &previews{s: s, owners: map[previewKey]audit.Record{}}
 	host, _, err := net.SplitHostPort(s.ln.Addr().String())
 	if err != nil {
 		host = "127.0.0.1"
 	}
-	p.Manager = preview.New(&preview.Options{
+	o := &preview.Options{
 		Host: host,
 		TandemCredential: func(v string) bool {
 			return s.opTok != "" && subtle.ConstantTimeCompare([]byte(v), []byte(s.opTok)) == 1
 		},
 		Closed: p.closed,
 		Logger: s.log,
-	})
+	}
+	if s.hm != nil && s.hm.on() {
+		// Forwards serve what tandem's listener serves: TLS with its
+		// certificate where it has one.
+		o.TLS = s.hm.tls
+	}
+	p.Manager = preview.New(o)
 	return p
 }
 
