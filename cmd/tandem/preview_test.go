@@ -355,3 +355,24 @@ func enterPreview(t testing.TB, previewURL, operatorToken string) (*http.Client,
 	}
 	return c, res.Request.URL.Host
 }
+
+// TestPreviewPolicy: the policy judges ssh_forward_port like any tool: a
+// deny rule refuses it, naming the rule, and nothing is forwarded.
+func TestPreviewPolicy(t *testing.T) {
+	ws := t.TempDir()
+	cfg := "targets: [{name: local, kind: local, workspace: " + ws + "}]\n" + `policy:
+  mode: allow
+  rules:
+    - {tool: ssh_forward_port, decision: deny}
+`
+	srv := startServer(t, serverOpts{config: cfg})
+	tok := str(mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": "p", "target": "local"}))["sessionToken"])
+	args := map[string]any{"sessionName": "p", "sessionToken": tok}
+	r := wantError(t, srv.call(t, "ssh_forward_port", map[string]any{"sessionName": "p", "sessionToken": tok, "port": 3000}), "policy_denied")
+	if !strings.Contains(str(r["rule"]), "ssh_forward_port") {
+		t.Errorf("the refusal names rule %v", r["rule"])
+	}
+	if ports := mustOK(t, srv.call(t, "ssh_list_ports", args))["ports"].([]any); len(ports) != 0 {
+		t.Errorf("a refused forward is listed: %v", ports)
+	}
+}
