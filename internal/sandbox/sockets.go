@@ -63,6 +63,7 @@ func startSocketHelper(sock int) error {
 	defer f.Close()
 	// The running binary itself, even if its file was replaced since.
 	cmd := exec.Command("/proc/self/exe", ArgName, socketHelperArg)
+	cmd.Args[0] = "tandem" // what ps shows in the session: "tandem __sandbox --socket-helper"
 	cmd.ExtraFiles = []*os.File{f}
 	// The launcher's other descriptors (the proxy's and the exec
 	// filter's socket pairs, what tandem's parent leaked) are not the
