@@ -185,9 +185,10 @@ func (m *Manager) List(key string) []Forward {
 }
 
 // Enter mints a single-use ticket into the session's forward of port and
-// returns the URL that redeems it on the forward's origin: host (the
-// name the browser used for tandem, without its port) and the forward's
-// port. next is the path (and query) to land on; anything but an
+// returns the URL that redeems it on the forward's origin: the forward's
+// address, or, where the forward serves TLS or listens on every address,
+// host (the name the browser used for tandem, without its port) and the
+// forward's port. next is the path (and query) to land on; anything but an
 // absolute path is "/". The caller has checked that the browser may look.
 func (m *Manager) Enter(key string, port int, host, next string) (string, error) {
 	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
@@ -212,9 +213,12 @@ func (m *Manager) Enter(key string, port int, host, next string) (string, error)
 	}
 	t := randomString(32)
 	m.tickets[t] = ticket{forward: fw.id, next: next, expires: now.Add(m.opts.TicketTTL)}
-	_, fport, _ := net.SplitHostPort(fw.info.Addr)
-	if host == "" {
-		host, _, _ = net.SplitHostPort(fw.info.Addr)
+	fhost, fport, _ := net.SplitHostPort(fw.info.Addr)
+	// The listener's own address where it names one and no certificate
+	// needs the name ("localhost" may resolve to ::1 first, where the
+	// forward does not listen); else the name the browser used.
+	if ip := net.ParseIP(fhost); host == "" || (m.opts.TLS == nil && ip != nil && !ip.IsUnspecified()) {
+		host = fhost
 	}
 	scheme := "http://"
 	if m.opts.TLS != nil {
