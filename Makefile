@@ -52,9 +52,12 @@ lint:
 # BenchmarkSSHSpeed (two busy loops on the CPUs): ssh_connect, a viewer's
 # Ctrl-C to the program's SIGINT and command_timeout's lateness over SSH
 # (empty rc, and an rc that takes 0.5 s) beside a local session.
+# BenchmarkPreviewLatency: what a preview URL adds to a request to the
+# agent's dev server over asking it directly (median; target ≤ 2 ms), in a
+# local session's namespace, on the host's network and over SSH.
 bench:
 	cd bench && npm ci --no-audit --no-fund
-	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS|BenchmarkIdleSessionsRSS|BenchmarkCluster|BenchmarkHandover|BenchmarkSSHSpeed' -benchtime 1x ./cmd/tandem/
+	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS|BenchmarkIdleSessionsRSS|BenchmarkCluster|BenchmarkHandover|BenchmarkSSHSpeed|BenchmarkPreviewLatency' -benchtime 1x ./cmd/tandem/
 	$(GO) test -run '^$$' -bench 'BenchmarkVerify(Cached|Uncached)$$' ./internal/claim/
 	$(GO) test -run '^$$' -bench 'BenchmarkDecide' -count 5 ./internal/policy/
 	$(GO) test -run '^$$' -bench 'BenchmarkExecJudging' -benchtime 3x ./internal/execguard/

@@ -80,6 +80,8 @@ func TestHTTPTenantIsolation(t *testing.T) {
 		{"ssh_cancel", sessArgs(sa)},
 		{"ssh_get_monitoring_url", sessArgs(sa)},
 		{"ssh_read_output", map[string]any{"sessionName": sa.Name, "sessionToken": sa.Token, "commandId": idA}},
+		{"ssh_forward_port", map[string]any{"sessionName": sa.Name, "sessionToken": sa.Token, "port": 3000}},
+		{"ssh_list_ports", sessArgs(sa)},
 		{"ssh_disconnect", sessArgs(sa)},
 	} {
 		wantError(t, b.Call(t, tc.tool, tc.args), "invalid_session_token")

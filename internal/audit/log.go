@@ -49,6 +49,10 @@ const (
 	// agent's running command, recorded when the agent is told of it;
 	// Args hold the command's id, the key count and the interrupt key.
 	EventCommandTouched = "command_touched"
+	// EventPortClosed is the end of a forwarded port (ssh_forward_port
+	// opened it): Reason says why (session_ended, shutdown); Args hold
+	// the port.
+	EventPortClosed = "port_closed"
 )
 
 // OutcomeOK is the Outcome of a call that succeeded.

@@ -46,7 +46,7 @@ type MCPOptions struct {
 // sessionTools are the tools that name a session and so run where it lives.
 var sessionTools = map[string]bool{
 	"ssh_exec": true, "ssh_cancel": true, "ssh_read_output": true, "ssh_disconnect": true, "ssh_send_input": true,
-	"ssh_get_monitoring_url": true, "ssh_request_human": true,
+	"ssh_get_monitoring_url": true, "ssh_request_human": true, "ssh_forward_port": true, "ssh_list_ports": true,
 }
 
 // outputURIPrefix is the resource URI of a command's output (see

@@ -47,7 +47,7 @@ const (
 // policy mode and never wait for a human.
 func readOnly(tool string) bool {
 	switch tool {
-	case "ssh_list_sessions", "ssh_read_output", "ssh_get_monitoring_url":
+	case "ssh_list_sessions", "ssh_read_output", "ssh_get_monitoring_url", "ssh_list_ports":
 		return true
 	}
 	return false

@@ -52,6 +52,10 @@ const (
 	codeStoreUnavailable   = "store_unavailable"
 	codeNodeUnavailable    = "node_unavailable"
 	codeHumanPending       = "human_pending"
+	// ssh_forward_port: the session forwards its limit of ports; this
+	// tandem cannot forward one (no web listener, or the listen failed).
+	codePortLimit          = "port_limit"
+	codePreviewUnavailable = "preview_unavailable"
 )
 
 // tokenHint shows the call format every session tool needs (seed AC5.4).

@@ -297,4 +297,21 @@ var (
 	}), "sessionName", "sessionToken")
 
 	emptySchema = inputSchema(schema{})
+
+	forwardPortSchema = inputSchema(merge(sessionProps, schema{
+		"port": merge(typed("integer", "The port your server listens on in the session, on 127.0.0.1 or 0.0.0.0 (locally inside the session's own network; over SSH on the remote host)."), schema{"minimum": 1, "maximum": 65535}),
+	}), "sessionName", "sessionToken", "port")
+
+	forwardedPortSchema = object("One forwarded port.", schema{
+		"port":     typed("integer", "The session's port."),
+		"url":      typed("string", "The browser URL for the human: tandem's /s/{key}/port/{port}/, which sends a signed-in operator or admitted viewer on to the preview's own origin."),
+		"openedAt": typed("string", "When it was forwarded (RFC 3339)."),
+	})
+
+	forwardPortOut = schema{
+		"port":      typed("integer", "The session's port."),
+		"url":       typed("string", "The browser URL for the human; it opens for tandem's signed-in operator or an admitted viewer, never with the monitoring link alone."),
+		"listening": typed("boolean", "Whether something answered on the port when it was forwarded; until something does, the preview shows an error page."),
+		"created":   typed("boolean", "False when the port was forwarded already (the same url)."),
+	}
 )

@@ -119,6 +119,9 @@ type Deps struct {
 	// Egress serves local targets with a network allowlist; without it
 	// such a target's sessions are refused.
 	Egress EgressProxy
+	// Previews holds forwarded ports (ssh_forward_port); without it the
+	// tool answers preview_unavailable.
+	Previews Previews
 }
 
 // Observer is told of every tool call and its audit commit, for metrics;
@@ -570,6 +573,14 @@ func (s *Server) register() {
 			out: schema{"sessionName": typed("string", "The session."),
 				"monitoringUrl": typed("string", "The browser URL; give it to the human.")},
 			handler: handler(s, "ssh_get_monitoring_url", s.monitoringURL)},
+		{name: "ssh_forward_port", title: "Preview a port in the browser", in: forwardPortSchema,
+			desc:    "Make a browser URL for a port your server listens on in the session (a dev server on 127.0.0.1:3000): HTTP and WebSocket reach it, redirects stay within the preview. Give url to the human: it opens for tandem's signed-in operator or a viewer they admitted, never with the monitoring link alone. Forwarding the same port again returns the same url; forwards end with the session.",
+			out:     forwardPortOut,
+			handler: handler(s, "ssh_forward_port", s.forwardPort)},
+		{name: "ssh_list_ports", title: "List forwarded ports", in: sessionSchema, readOnly: true,
+			desc:    "List the session's forwarded ports and their URLs. Read-only: it does not touch the user-activity gate.",
+			out:     schema{"ports": arrayOf("The forwarded ports, in the order opened.", forwardedPortSchema)},
+			handler: handler(s, "ssh_list_ports", s.listPorts)},
 		{name: "ssh_cancel", title: "Interrupt the running command", in: sessionSchema, destructive: true,
 			desc:    "Interrupt your running command: Ctrl-C, then SIGTERM and SIGKILL after a grace period.",
 			out:     schema{"result": resultSchema},

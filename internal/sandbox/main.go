@@ -41,6 +41,9 @@ func Main(args []string) int {
 		}
 		return 0
 	}
+	if len(args) == 1 && args[0] == socketHelperArg {
+		return socketHelper()
+	}
 	p, argv, err := parseArgs(args)
 	if err != nil {
 		return fail(exitRefused, err)
@@ -103,6 +106,13 @@ func isolateNetwork(p Policy) error {
 	// host's loopback and run the shell on the host's network.
 	if err := onlyLoopback(); err != nil {
 		return err
+	}
+	if p.SocketFD != 0 {
+		// Without its helper the session runs as confined; only its
+		// previews fail (tandem sees the helper's socket close).
+		if err := startSocketHelper(p.SocketFD); err != nil {
+			fmt.Fprintf(os.Stderr, "tandem sandbox: %v: previews of this session's ports will not work\n", err)
+		}
 	}
 	if p.ProxyFD != 0 {
 		return handOverProxy(p.ProxyPort, p.ProxyFD)

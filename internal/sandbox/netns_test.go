@@ -19,13 +19,15 @@ import (
 // TestNetworkPolicyRejects: the network fields must make sense together.
 func TestNetworkPolicyRejects(t *testing.T) {
 	for name, p := range map[string]Policy{
-		"namespace with network on":  {Network: true, Namespace: true},
-		"filter with network on":     {Network: true, NetFilter: true},
-		"namespace and filter":       {Namespace: true, NetFilter: true},
-		"proxy without a namespace":  {ProxyPort: 3128, ProxyFD: 3},
-		"proxy without a port":       {Namespace: true, ProxyFD: 3},
-		"proxy on a standard stream": {Namespace: true, ProxyPort: 3128, ProxyFD: 2},
-		"proxy on the exec socket":   {Namespace: true, ProxyPort: 3128, ProxyFD: 3, ExecFD: 3},
+		"namespace with network on":   {Network: true, Namespace: true},
+		"filter with network on":      {Network: true, NetFilter: true},
+		"namespace and filter":        {Namespace: true, NetFilter: true},
+		"proxy without a namespace":   {ProxyPort: 3128, ProxyFD: 3},
+		"proxy without a port":        {Namespace: true, ProxyFD: 3},
+		"proxy on a standard stream":  {Namespace: true, ProxyPort: 3128, ProxyFD: 2},
+		"proxy on the exec socket":    {Namespace: true, ProxyPort: 3128, ProxyFD: 3, ExecFD: 3},
+		"sockets without a namespace": {SocketFD: 3},
+		"sockets on the proxy socket": {Namespace: true, ProxyPort: 3128, ProxyFD: 3, SocketFD: 3},
 	} {
 		if _, err := Command(self, p, []string{"true"}); err == nil {
 			t.Errorf("%s: Command accepted %+v", name, p)
@@ -152,7 +154,9 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // TestMainNamespaceUnprivileged runs TestMainNamespace again as an
 // unprivileged user (a copy of this test binary, run as nobody), where the
 // launcher needs a user namespace of its own to own its network namespace
-// and keeps CAP_NET_ADMIN across its exec only to bring lo up.
+// and keeps CAP_NET_ADMIN across its exec only to bring lo up; and
+// TestSocketHelperReachesTheSessionsLoopback, where tandem could not join
+// that namespace (setns) and reaches its ports through the socket helper.
 func TestMainNamespaceUnprivileged(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("already unprivileged: TestMainNamespace is this test")
@@ -183,12 +187,12 @@ func TestMainNamespaceUnprivileged(t *testing.T) {
 	if err := os.Mkdir(tmp, 0o777); err != nil || os.Chmod(tmp, 0o777) != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(copyPath, "-test.run=^TestMainNamespace$", "-test.count=1", "-test.v")
+	cmd := exec.Command(copyPath, "-test.run=^(TestMainNamespace|TestSocketHelperReachesTheSessionsLoopback)$", "-test.count=1", "-test.v")
 	cmd.Dir = tmp
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + tmp, "HOME=" + tmp}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestMainNamespace") {
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestMainNamespace") || !strings.Contains(string(out), "--- PASS: TestSocketHelperReachesTheSessionsLoopback") {
 		t.Fatalf("as nobody: %v\n%s", err, out)
 	}
 }

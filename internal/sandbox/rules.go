@@ -57,6 +57,13 @@ func configFor(abi int, network bool) landlock.Config {
 // its sandbox, tandem included, nor reach their abstract UNIX sockets.
 func restrict(abi int, p Policy) error {
 	cfg := configFor(abi, p.Network)
+	if p.Namespace {
+		// In a namespace of its own the program may bind any port: the
+		// only interface is its own loopback, which nothing outside
+		// reaches but tandem (a preview, through the socket helper).
+		// listen without bind already took a port there.
+		cfg.HandledAccessNet &^= llsys.AccessNetBindTCP
+	}
 	rules, err := pathRules(cfg.HandledAccessFS, p)
 	if err != nil {
 		return err

@@ -89,6 +89,12 @@ type Policy struct {
 	// allows connecting to ProxyPort (put it in ConnectPorts).
 	ProxyPort uint16 `json:"proxyport,omitempty"`
 	ProxyFD   int    `json:"proxyfd,omitempty"`
+	// SocketFD, with Namespace, starts a socket helper in the namespace
+	// (sockets.go) that answers tandem over the socket that is its
+	// descriptor SocketFD (a SocketPair child end, passed as an
+	// ExtraFile): tandem reaches the session's ports (previews) through
+	// it. Zero: no helper.
+	SocketFD int `json:"sockfd,omitempty"`
 	// NetFilter, with Network false, installs the fallback seccomp filter
 	// (netfilter.go) for hosts that refuse namespaces: no socket but TCP
 	// for the Internet families, no Fast Open, no listen, no io_uring.
@@ -226,6 +232,8 @@ func (p Policy) validate() error {
 		return errors.New("the network filter is the fallback for hosts without namespaces: not both")
 	case (p.ProxyFD != 0 || p.ProxyPort != 0) && (!p.Namespace || p.ProxyFD < 3 || p.ProxyPort == 0 || p.ProxyFD == p.ExecFD):
 		return fmt.Errorf("a proxy listener needs a namespace, a port and a descriptor of its own above the standard streams (port %d, descriptor %d)", p.ProxyPort, p.ProxyFD)
+	case p.SocketFD != 0 && (!p.Namespace || p.SocketFD < 3 || p.SocketFD == p.ExecFD || p.SocketFD == p.ProxyFD):
+		return fmt.Errorf("a socket helper needs a namespace and a descriptor of its own above the standard streams (descriptor %d)", p.SocketFD)
 	}
 	for _, set := range [][]string{p.ReadWrite, p.ReadOnly} {
 		for _, path := range set {

@@ -89,6 +89,7 @@ type Server struct {
 	broker   *approval.Broker
 	mcp      *mcp.Server
 	opTok    string
+	previews *previews // forwarded ports (preview.go)
 	node     *cluster.Node
 	closers  []func() // Close runs them, last first
 }
@@ -181,7 +182,10 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Server, err err
 	// the first connect.
 	targets.CheckNetwork()
 	targets.CheckSecretFiles()
+	s.previews = newPreviews(s)
+	s.closers = append(s.closers, func() { _ = s.previews.Close() })
 	s.mcp = mcp.New(mcp.Deps{
+		Previews:      s.previews,
 		Policy:        policies,
 		Observer:      s.met,
 		Approvals:     s.broker,
@@ -299,7 +303,7 @@ func (s *Server) webOptions(ctx context.Context) *web.Options {
 	dash := dashSessions{m: s.sessions, names: s.mcp.StdioClient, st: s.rec.st, recordings: filepath.Join(s.dataDir, "recordings")}
 	o := &web.Options{Logger: s.log, Recordings: s.sessions, PublicHosts: s.cfg.Web.PublicHosts,
 		Operator: &web.Operator{Token: s.opTok, Approvals: s.broker, Sessions: dash, Audit: dashAudit{s.rec.st, s.mcp.StdioClient},
-			Replays: dash, Admitted: s.auditTypingLink}}
+			Replays: dash, Admitted: s.auditTypingLink}, Previews: s.previews}
 	o.Routes = map[string]http.Handler{}
 	if s.hm.on() {
 		o.Routes = s.hm.routes(s.mcp, s.base)

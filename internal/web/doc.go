@@ -39,6 +39,12 @@
 // upgrades only from its own origin, and [Listen] binds loopback unless told
 // otherwise out loud.
 //
+// With [Options.Previews], /s/{key}/port/{port}/… is the way into a port
+// the session forwards (the agent's dev server): for a viewer who may type
+// it redirects to the forward's own origin with a single-use ticket, for
+// the watch link alone it answers 401; the proxied app never runs on this
+// origin (preview.go). The status strip links the forwarded ports.
+//
 // With [Options.Operator], / is the operator dashboard instead of a page
 // that explains tandem: pending approvals to answer, what was decided, live
 // and ended sessions, and the audit log. It is for whoever holds the

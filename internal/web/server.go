@@ -78,6 +78,8 @@ type SessionStatus struct {
 	// Network lists the session's open connections through the egress
 	// proxy and the latest it refused (a target with an allowlist).
 	Network []StripConnection `json:"network,omitempty"`
+	// Ports are the session's forwarded ports, linked (preview.go).
+	Ports []StripPort `json:"ports,omitempty"`
 }
 
 // Redacted returns st with f applied to every text in it that a session
@@ -198,6 +200,9 @@ type Options struct {
 	// explains tandem and every /api/ path is not found. New panics if
 	// Operator lacks its Token, Approvals or Sessions.
 	Operator *Operator
+	// Previews, if set, serves /s/{key}/port/{port}/ (preview.go) and
+	// lists forwarded ports on the page. Nil: no previews.
+	Previews Previews
 }
 
 // Server serves monitoring pages and their WebSockets for the sessions it
@@ -206,6 +211,7 @@ type Server struct {
 	sessions   Sessions
 	recordings Recordings // nil: no replay
 	operator   *Operator  // nil: no dashboard
+	previews   Previews   // nil: no previews
 	log        *slog.Logger
 	pages      *template.Template // every assets/*.html
 	handler    http.Handler
@@ -278,6 +284,7 @@ func New(s Sessions, opts *Options) *Server {
 	srv := &Server{
 		sessions:   s,
 		recordings: o.Recordings,
+		previews:   o.Previews,
 		log:        o.Logger,
 		pages:      template.Must(template.ParseFS(assets, "assets/*.html")),
 	}
@@ -290,6 +297,8 @@ func New(s Sessions, opts *Options) *Server {
 	mux.HandleFunc("GET /s/{key}", srv.servePage)
 	mux.HandleFunc("GET /s/{key}/ws", srv.serveWS)
 	mux.HandleFunc("GET /s/{key}/cast", srv.serveCast)
+	mux.HandleFunc("GET /s/{key}/port/{port}/{rest...}", srv.servePreview)
+	mux.HandleFunc("GET /s/{key}/port/{port}", srv.servePreview)
 	mux.Handle("GET /assets/", srv.staticFiles(http.FileServerFS(assets)))
 	if srv.operator != nil {
 		api := http.NewServeMux()

@@ -10,8 +10,9 @@ import (
 )
 
 // madeByTandem are the strip's strings that no session influences: the
-// agent's state, a command's source, an approval's id, who watches.
-var madeByTandem = map[string]bool{"Agent": true, "Source": true, "ID": true, "Watchers": true}
+// agent's state, a command's source, an approval's id, who watches, a
+// forwarded port's link.
+var madeByTandem = map[string]bool{"Agent": true, "Source": true, "ID": true, "Watchers": true, "URL": true}
 
 // TestStatusRedacted: SessionStatus.Redacted applies its function to
 // every string of the status a session can influence, found by
@@ -28,6 +29,7 @@ func TestStatusRedacted(t *testing.T) {
 		Viewers:   1, Watchers: []string{"operator"},
 		Commands: []web.StripCommand{{ID: "cmd_1", Source: "human", Command: "cd " + secret, Exit: &code}},
 		Network:  []web.StripConnection{{Target: secret + ".example:443", Decision: "refused", Reason: "not on " + secret}},
+		Ports:    []web.StripPort{{Port: 3000, URL: "/s/key/port/3000/"}},
 	}
 	// Every string field holds the secret, so a field Redacted forgets
 	// shows up below.

@@ -143,7 +143,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	if st, ok := t.(Statuser); ok {
 		key := r.PathValue("key")
-		go tellStatus(ctx, connCtx, c, st, func() []string { return s.watchers(key) })
+		go tellStatus(ctx, connCtx, c, s.withPorts(st, key), func() []string { return s.watchers(key) })
 	}
 	var writeErr error
 	err = t.Watch(ctx, func(p []byte) error {

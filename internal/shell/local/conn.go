@@ -30,6 +30,7 @@ type conn struct {
 	runDir string
 	grace  time.Duration
 	guard  *guard // nil when execs are not judged
+	ports  *ports // how tandem reaches the session's loopback (ports.go)
 
 	done chan struct{} // closed once the shell has been reaped
 
@@ -158,7 +159,7 @@ func (c *conn) Close() error {
 		if c.guard != nil {
 			c.guard.stop()
 		}
-		errs = append(errs, c.ptmx.Close(), os.RemoveAll(c.runDir))
+		errs = append(errs, c.ports.close(), c.ptmx.Close(), os.RemoveAll(c.runDir))
 		if err := errors.Join(errs...); err != nil {
 			c.closeErr = fmt.Errorf("local shell: close: %w", err)
 		}

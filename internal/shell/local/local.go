@@ -214,6 +214,10 @@ func (o *Options) start(ctx context.Context, l shell.Launch, runDir string) (*co
 		if n.child != nil {
 			extra = append(extra, n.child)
 		}
+		if n.sockChild != nil {
+			p.SocketFD = 3 + len(extra)
+			extra = append(extra, n.sockChild)
+		}
 		if cmd, err = sandbox.Command(o.Self, p, argv); err != nil {
 			abort()
 			return nil, err
@@ -262,7 +266,9 @@ func (o *Options) start(ctx context.Context, l shell.Launch, runDir string) (*co
 		done:   make(chan struct{}),
 		guard:  g,
 	}
+	c.ports = n.ports()
 	if err := n.started(ctx); err != nil {
+		_ = c.ports.close()
 		if g != nil {
 			g.abort()
 		}
@@ -273,6 +279,7 @@ func (o *Options) start(ctx context.Context, l shell.Launch, runDir string) (*co
 	}
 	if g != nil {
 		if err := g.started(ctx, c); err != nil {
+			_ = c.ports.close()
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 			_ = ptmx.Close()

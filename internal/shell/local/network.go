@@ -28,6 +28,9 @@ type netSetup struct {
 	port          uint16
 	parent, child *os.File // nil unless the listener is made in the namespace
 	namespace     bool     // the launcher is cloned into a namespace of its own
+	// sockParent and sockChild carry the socket helper's requests and
+	// sockets (a namespace only): how tandem reaches the session's ports.
+	sockParent, sockChild *os.File
 }
 
 // network fills the network fields of p (network on, a namespace, or the
@@ -52,11 +55,17 @@ func (o *Options) network(p *sandbox.Policy, l shell.Launch, fd int) (*netSetup,
 		n.port = port
 	default:
 		p.Namespace, n.namespace = true, true
+		parent, child, err := sandbox.SocketPair()
+		if err != nil {
+			return nil, err
+		}
+		n.sockParent, n.sockChild = parent, child
 		if l.Proxy == nil {
 			return n, nil
 		}
-		parent, child, err := sandbox.ProxyPair()
+		parent, child, err = sandbox.ProxyPair()
 		if err != nil {
+			n.abort()
 			return nil, err
 		}
 		n.parent, n.child = parent, child
@@ -102,6 +111,9 @@ func (n *netSetup) started(ctx context.Context) error {
 func (n *netSetup) abort() {
 	if n != nil && n.parent != nil {
 		_ = errors.Join(n.child.Close(), n.parent.Close())
+	}
+	if n != nil && n.sockParent != nil {
+		_ = errors.Join(n.sockChild.Close(), n.sockParent.Close())
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/tandem-sh/tandem/internal/quickack"
 	"github.com/tandem-sh/tandem/internal/shell"
 )
 
@@ -136,7 +137,7 @@ func (o *Options) dial(ctx context.Context, addr string, l shell.Launch) (*conn,
 	nc.SetDeadline(deadline)
 	stop := context.AfterFunc(dialCtx, func() { nc.SetDeadline(time.Unix(1, 0)) })
 
-	client, err := o.handshake(withQuickAck(nc), addr, hosts, auth)
+	client, err := o.handshake(quickack.Wrap(nc), addr, hosts, auth)
 	if err != nil {
 		stop()
 		nc.Close()

@@ -432,6 +432,21 @@
       return li;
     });
     document.getElementById('strip-network').replaceChildren(...network);
+    // Forwarded ports: each link opens the agent's server on an origin of
+    // its own, for the operator or an admitted viewer.
+    const ports = (Array.isArray(st.ports) ? st.ports : []).map(function (p) {
+      const li = node('li', 'strip-port');
+      const a = node('a', '', 'port ' + (Number(p.port) || 0));
+      const url = str(p.url);
+      if (url.startsWith('/s/')) {
+        a.href = url;
+      }
+      a.target = '_blank';
+      a.rel = 'noopener noreferrer';
+      li.append(node('span', 'label', 'Preview: '), a);
+      return li;
+    });
+    document.getElementById('strip-ports').replaceChildren(...ports);
     fit.fit();
   }
   setInterval(function () {
