@@ -231,6 +231,31 @@ func TestTransfer(t *testing.T) {
 				t.Errorf("the workspace holds %q: a refused upload left a file", ls)
 			}
 			mustOK(t, srv.call(t, "ssh_disconnect", sess))
+
+			// The audit has each transfer's path, size and hash, never its content.
+			var uploads, downloads int
+			probe := base64.StdEncoding.EncodeToString(blob[:48])
+			for _, rec := range auditRecords(t, srv.dataDir) {
+				args := string(rec.Args)
+				if rec.Tool != "ssh_upload" && rec.Tool != "ssh_download" {
+					continue
+				}
+				if strings.Contains(args, probe) || strings.Contains(args, "must not land") || strings.Contains(args, token) {
+					t.Errorf("the audit keeps content: %s %s", rec.Tool, lastN(args, 300))
+				}
+				if rec.Outcome != "ok" || !strings.Contains(args, hexSum(blob)) {
+					continue
+				}
+				switch {
+				case rec.Tool == "ssh_upload" && rec.Bytes == int64(len(blob)) && strings.Contains(args, d+"/out/blob.bin"):
+					uploads++
+				case rec.Tool == "ssh_download" && rec.Bytes == int64(len(blob)):
+					downloads++
+				}
+			}
+			if uploads != 1 || downloads != 1 {
+				t.Errorf("audit: %d upload and %d download records with path, size and sha256, want 1 each", uploads, downloads)
+			}
 		})
 	}
 }
