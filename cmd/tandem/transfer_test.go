@@ -328,3 +328,61 @@ func TestTransferGate(t *testing.T) {
 	}
 	mustOK(t, s.srv.call(t, "ssh_download", map[string]any{"sessionName": s.name, "sessionToken": s.tok, "path": "after-human.txt"}))
 }
+
+// TestTransferServerRestarts: when a local session's file server dies (it
+// is a process of its own), the next transfer starts a new one.
+func TestTransferServerRestarts(t *testing.T) {
+	s := localSession(t, serverOpts{})
+	args := map[string]any{"sessionName": s.name, "sessionToken": s.tok, "path": "kept.txt", "content": "kept", "overwrite": true}
+	mustOK(t, s.srv.call(t, "ssh_upload", args))
+	servers := fileServers(t, s.srv.cmd.Process.Pid)
+	if len(servers) != 1 {
+		t.Fatalf("file servers of tandem: %v, want one", servers)
+	}
+	p, err := os.FindProcess(servers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Kill()
+	for deadline := time.Now().Add(10 * time.Second); testenv.Running(servers[0]); {
+		if time.Now().After(deadline) {
+			t.Fatalf("file server %d still running", servers[0])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	got := mustOK(t, s.srv.call(t, "ssh_download", map[string]any{"sessionName": s.name, "sessionToken": s.tok, "path": "kept.txt"}))
+	if got["data"] != "kept" {
+		t.Errorf("download after the server died: %v", mcptest.Short(got))
+	}
+	if now := fileServers(t, s.srv.cmd.Process.Pid); len(now) != 1 || now[0] == servers[0] {
+		t.Errorf("file servers after: %v (before %v)", now, servers)
+	}
+}
+
+// fileServers lists the pids of the sandbox file servers tandem (pid)
+// started.
+func fileServers(t *testing.T, pid int) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, e := range entries {
+		var child int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &child); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		cmdline, err2 := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || err2 != nil || !bytes.Contains(cmdline, []byte("\x00--serve-files\x00")) {
+			continue
+		}
+		// The fields after the command's name: state, then ppid.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) > 1 && fields[1] == fmt.Sprint(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
+}

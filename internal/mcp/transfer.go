@@ -281,6 +281,14 @@ func (s *Server) filesFor(ctx context.Context, sess *session.Session, p string) 
 		return nil, "", fileFailure(p, err)
 	}
 	real, err := files.Resolve(ctx, p)
+	if err != nil && files.Err() != nil {
+		// The channel had ended since the last call (a file server that
+		// exited): the session opens a new one, once.
+		if files, err = sess.Files(ctx); err != nil {
+			return nil, "", fileFailure(p, err)
+		}
+		real, err = files.Resolve(ctx, p)
+	}
 	if err != nil {
 		return nil, "", fileFailure(p, err)
 	}

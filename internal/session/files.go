@@ -21,8 +21,8 @@ type sessionFiles struct {
 // Files returns the session's files (uploads and downloads, package
 // transfer), rooted at its workspace: a local target's workspace, or the
 // directory the shell started in over SSH. The channel is opened on the
-// first call and closed when the session ends; the caller must not Close
-// it. It fails wrapping transfer.ErrUnavailable when the session cannot
+// first call (and again if it breaks) and closed when the session ends;
+// the caller must not Close it. It fails wrapping transfer.ErrUnavailable when the session cannot
 // serve files, or the error of an ended session.
 func (s *Session) Files(ctx context.Context) (transfer.Files, error) {
 	f := &s.files
@@ -31,8 +31,14 @@ func (s *Session) Files(ctx context.Context) (transfer.Files, error) {
 	if f.closed {
 		return nil, fmt.Errorf("%w: the session %q has ended", transfer.ErrUnavailable, s.Name)
 	}
-	if f.files != nil {
+	if f.files != nil && f.files.Err() == nil {
 		return f.files, nil
+	}
+	if f.files != nil {
+		// The channel ended under a live session (its server exited, the
+		// SSH channel dropped): open a new one.
+		_ = f.files.Close()
+		f.files = nil
 	}
 	root := f.root
 	if root == "" {

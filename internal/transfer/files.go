@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"sync"
 	"time"
 
 	"github.com/pkg/sftp"
@@ -38,6 +39,10 @@ type Files interface {
 	Resolve(ctx context.Context, path string) (string, error)
 	// Root is the workspace: the real path relative paths start from.
 	Root() string
+	// Err is nil while the file channel works, and says why it ended
+	// once it has (the server exited, the connection dropped, Close):
+	// a holder then opens a new one.
+	Err() error
 	// Close ends the file channel; later calls fail.
 	Close() error
 }
@@ -141,6 +146,15 @@ func Open(ctx context.Context, stream io.ReadWriteCloser, root string) (Files, e
 		return nil, fmt.Errorf("transfer: start sftp: %w", ctx.Err())
 	}
 	f := &files{c: c}
+	go func() {
+		err := c.Wait()
+		if err == nil {
+			err = errors.New("the file channel was closed")
+		}
+		f.mu.Lock()
+		f.err = fmt.Errorf("transfer: %w: %w", ErrUnavailable, err)
+		f.mu.Unlock()
+	}()
 	real, exists, _, err := f.walk(ctx, root)
 	if err == nil && !exists {
 		err = fmt.Errorf("%w: %s", ErrNotFound, root)
@@ -157,9 +171,18 @@ func Open(ctx context.Context, stream io.ReadWriteCloser, root string) (Files, e
 type files struct {
 	c    *sftp.Client
 	root string
+
+	mu  sync.Mutex
+	err error // why the channel ended, once it has
 }
 
 func (f *files) Root() string { return f.root }
+
+func (f *files) Err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
 
 func (f *files) Close() error { return f.c.Close() }
 

@@ -31,6 +31,7 @@ func (f *files) resolve(ctx context.Context, op, p string) (string, bool, error)
 	}
 	real, exists, link, err := f.walk(ctx, full)
 	if err != nil {
+		f.channelFailed(err)
 		return "", false, &PathError{Op: op, Path: p, Err: err}
 	}
 	if !within(f.root, real) {
@@ -44,6 +45,22 @@ func (f *files) resolve(ctx context.Context, op, p string) (string, bool, error)
 		return "", false, &PathError{Op: op, Path: p, Err: ErrIsDir, Rule: "it is the workspace itself"}
 	}
 	return real, exists, nil
+}
+
+// channelFailed marks the channel ended when err is not about a path
+// (no sentinel of this package, nor the caller's ctx): the server went
+// away under a request, before Wait noticed. Err then says so.
+func (f *files) channelFailed(err error) {
+	for _, known := range []error{ErrNotFound, ErrBadPath, ErrDenied, ErrIsDir, ErrNotRegular, ErrEscapes, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, known) {
+			return
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == nil {
+		f.err = fmt.Errorf("transfer: %w: %w", ErrUnavailable, err)
+	}
 }
 
 // within reports whether p is root or lies under it (both clean).

@@ -388,3 +388,39 @@ func TestSandboxRefusesOutside(t *testing.T) {
 		t.Errorf("put in the run dir: %v", err)
 	}
 }
+
+// TestErr: Err is nil while the channel works and says why once its
+// server is gone.
+func TestErr(t *testing.T) {
+	base := t.TempDir()
+	p := sandbox.Policy{ReadWrite: []string{base}}
+	cmd, err := sandbox.FilesCommand(self, p, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := cmd.StdinPipe()
+	r, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	f, err := transfer.Open(context.Background(), cmdStream{r, w, cmd}, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Err(); err != nil {
+		t.Fatalf("Err on a working channel: %v", err)
+	}
+	_ = cmd.Process.Kill()
+	deadline := time.Now().Add(10 * time.Second)
+	for f.Err() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("Err stayed nil after the server died")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !errors.Is(f.Err(), transfer.ErrUnavailable) {
+		t.Errorf("Err = %v, want ErrUnavailable", f.Err())
+	}
+}
