@@ -386,3 +386,34 @@ func fileServers(t *testing.T, pid int) []int {
 	}
 	return out
 }
+
+// TestTransferHTTP: over Streamable HTTP an upload bigger than the SDK's
+// default 4 MiB request body goes through (the limit follows
+// limits.uploadBytes), and one past that message size is refused.
+func TestTransferHTTP(t *testing.T) {
+	ws := t.TempDir()
+	s := startHTTP(t, httpOpts{config: fmt.Sprintf("targets:\n  - {name: local, kind: local, workspace: %s}\nlimits: {uploadBytes: 8388608}\n", ws)})
+	c := s.client(t, s.token(t, "--tenant", "default", "--actor", "agent"))
+	tok := str(mustOK(t, c.Call(t, "ssh_connect", map[string]any{"name": "h"}))["sessionToken"])
+	blob := make([]byte, 6<<20)
+	rand.Read(blob)
+	up := mustOK(t, c.Call(t, "ssh_upload", map[string]any{"sessionName": "h", "sessionToken": tok, "path": "six.bin",
+		"content": base64.StdEncoding.EncodeToString(blob), "encoding": "base64"}))
+	if up["sha256"] != hexSum(blob) {
+		t.Fatalf("upload over HTTP: %v", mcptest.Short(up))
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "six.bin")); !bytes.Equal(got, blob) {
+		t.Fatal("the uploaded file differs")
+	}
+	// A request past what the limit needs is refused before it is read whole.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err := c.CS.CallTool(ctx, &sdk.CallToolParams{Name: "ssh_upload", Arguments: map[string]any{"sessionName": "h", "sessionToken": tok,
+		"path": "big.bin", "content": base64.StdEncoding.EncodeToString(make([]byte, 10<<20)), "encoding": "base64"}})
+	if err == nil {
+		t.Fatal("an upload past the message limit went through")
+	}
+	if _, err := os.Stat(filepath.Join(ws, "big.bin")); err == nil {
+		t.Error("the refused upload wrote big.bin")
+	}
+}
