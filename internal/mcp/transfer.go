@@ -154,13 +154,13 @@ func (s *Server) download(ctx context.Context, c session.Caller, a downloadArgs)
 			return nil, invalidArg("offset", "must be 0 or more (a byte offset into the file, e.g. a reply's nextOffset), got %d", off)
 		}
 	}
-	max := int64(s.deps.InlineOutputBytes)
-	if max <= 0 || max > readMaxBytes {
-		max = readMaxBytes
+	chunk := int64(s.deps.InlineOutputBytes)
+	if chunk <= 0 || chunk > readMaxBytes {
+		chunk = readMaxBytes
 	}
 	if a.MaxBytes != nil {
-		if max = *a.MaxBytes; max < 1 || max > readMaxBytes {
-			return nil, invalidArg("maxBytes", "must be between 1 and %d, got %d", readMaxBytes, max)
+		if chunk = *a.MaxBytes; chunk < 1 || chunk > readMaxBytes {
+			return nil, invalidArg("maxBytes", "must be between 1 and %d, got %d", readMaxBytes, chunk)
 		}
 	}
 	files, rel, err := s.filesFor(ctx, sess, a.Path)
@@ -199,7 +199,7 @@ func (s *Server) download(ctx context.Context, c session.Caller, a downloadArgs)
 			return nil, fileFailure(a.Path, err)
 		}
 		r["kind"] = "text"
-		if err := s.textChunk(ctx, r, f, off, max); err != nil {
+		if err := s.textChunk(ctx, r, f, off, chunk); err != nil {
 			return nil, fileFailure(a.Path, err)
 		}
 		if f.Size > readMaxBytes {
@@ -224,15 +224,15 @@ func (s *Server) download(ctx context.Context, c session.Caller, a downloadArgs)
 	return ok(r), nil
 }
 
-// textChunk puts maxBytes of a text file from off into r as data,
+// textChunk puts at most n bytes of a text file from off into r as data,
 // redacted like output, ending on a line where one ends in it.
-func (s *Server) textChunk(ctx context.Context, r reply, f *transfer.File, off, max int64) error {
+func (s *Server) textChunk(ctx context.Context, r reply, f *transfer.File, off, n int64) error {
 	r["offset"] = off
 	if off >= f.Size {
 		r["data"], r["eof"] = "", true
 		return nil
 	}
-	buf := make([]byte, min(max, f.Size-off))
+	buf := make([]byte, min(n, f.Size-off))
 	if _, err := io.ReadFull(io.NewSectionReader(f, off, f.Size-off), buf); err != nil {
 		return err
 	}
@@ -244,7 +244,7 @@ func (s *Server) textChunk(ctx context.Context, r reply, f *transfer.File, off, 
 			buf = buf[:validPrefix(buf)]
 		}
 		if len(buf) == 0 {
-			return errors.New("maxBytes is too small to hold one character")
+			return invalidArg("maxBytes", "is too small to hold the character at offset %d", off)
 		}
 		end = off + int64(len(buf))
 		r["nextOffset"] = end
@@ -258,8 +258,8 @@ func (s *Server) textChunk(ctx context.Context, r reply, f *transfer.File, off, 
 	if red := callFrom(ctx).redact; red != nil {
 		var counts redact.Counts
 		text, counts = red.String(text)
-		if n := counts.Total(); n > 0 {
-			r["redacted"] = n
+		if k := counts.Total(); k > 0 {
+			r["redacted"] = k
 		}
 	}
 	r["data"] = text
