@@ -22,7 +22,7 @@ import (
 )
 
 // A download too large for one reply, or binary, is a resource the agent
-// reads in pages: tandem://file/{downloadId}?page=N. Pages are read from
+// reads in pages: tandem://file/{sessionId}/{downloadId}?page=N. Pages are read from
 // the session's file when asked, so nothing is copied to tandem's disk; a
 // file that changed since the download (size or modification time)
 // refuses its pages, and the agent downloads it again for the new hash.
@@ -55,7 +55,8 @@ type download struct {
 func (s *Server) fileResource(ctx context.Context, c session.Caller, sess *session.Session, f *transfer.File, sum, mime string, r reply) {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	uri := fileURIPrefix + hex.EncodeToString(b[:])
+	// The session's id routes a read to its node in a cluster.
+	uri := fileURIPrefix + sess.ID + "/" + hex.EncodeToString(b[:])
 	d := &download{owner: c, sess: sess, path: f.Path, size: f.Size, modTime: f.ModTime, sha256: sum, mime: mime}
 	s.downloads.add(uri, d)
 	pages := max((f.Size+filePageBytes-1)/filePageBytes, 1)
@@ -148,6 +149,6 @@ func (s *Server) readFile(ctx context.Context, req *mcp.ReadResourceRequest) (re
 
 // fileTemplate is the resource template of downloaded files.
 var fileTemplate = &mcp.ResourceTemplate{
-	Name: "file-download", URITemplate: fileURIPrefix + "{downloadId}{?page}",
+	Name: "file-download", URITemplate: fileURIPrefix + "{sessionId}/{downloadId}{?page}",
 	Description: "A file ssh_download named because it is binary or large: its bytes (text redacted like output) as they were when it was downloaded. Add ?page=N for page N, from 0.",
 }
