@@ -250,21 +250,41 @@ func (f *files) Put(ctx context.Context, p string, r io.Reader, o PutOptions) (r
 // place moves the complete temporary file to its final name: a rename
 // that replaces (posix-rename) with overwrite, else a hard link, which
 // fails where a file appeared meanwhile, then the temporary name's
-// removal.
+// removal. A server without those extensions (or a file system without
+// hard links) gets SFTP's own rename, which replaces nothing on OpenSSH;
+// with overwrite the old file is removed first, a moment without one.
 func (f *files) place(tmp, final string, overwrite bool) error {
 	if overwrite {
-		if err := f.c.PosixRename(tmp, final); err != nil {
-			return remoteErr(err)
+		err := f.c.PosixRename(tmp, final)
+		if unsupported(err) {
+			if rerr := f.c.Remove(final); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				return remoteErr(rerr)
+			}
+			err = f.c.Rename(tmp, final)
 		}
-		return nil
+		return remoteErr(err)
 	}
-	if err := f.c.Link(tmp, final); err != nil {
+	err := f.c.Link(tmp, final)
+	if unsupported(err) {
+		if _, serr := f.c.Lstat(final); serr == nil {
+			return ErrExists
+		}
+		return remoteErr(f.c.Rename(tmp, final))
+	}
+	if err != nil {
 		if _, serr := f.c.Lstat(final); serr == nil {
 			return ErrExists
 		}
 		return remoteErr(err)
 	}
 	return remoteErr(f.c.Remove(tmp))
+}
+
+// unsupported reports whether the server refused an operation it does not
+// implement (an extension, or hard links on its file system).
+func unsupported(err error) bool {
+	var se *sftp.StatusError
+	return errors.As(err, &se) && se.FxCode() == sftp.ErrSSHFxOpUnsupported
 }
 
 // copyTo copies r to w in large writes (each many requests in flight),
