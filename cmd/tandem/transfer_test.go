@@ -417,3 +417,20 @@ func TestTransferHTTP(t *testing.T) {
 		t.Error("the refused upload wrote big.bin")
 	}
 }
+
+// TestTransferNoSFTP: an SSH server whose sftp subsystem does not start
+// answers transfer_unavailable, saying to use ssh_exec, and the session
+// goes on.
+func TestTransferNoSFTP(t *testing.T) {
+	d := testenv.SSHDConfig(t, "Subsystem sftp /bin/false")
+	srv := startServer(t, serverOpts{})
+	tok := str(mustOK(t, srv.call(t, "ssh_connect", map[string]any{"name": "nosftp", "host": d.Host, "port": d.Port, "username": d.User, "keyFilePath": d.ClientKeyFile}))["sessionToken"])
+	sess := map[string]any{"sessionName": "nosftp", "sessionToken": tok}
+	e := wantError(t, srv.call(t, "ssh_download", xferArgs(sess, "path", "x.txt")), "transfer_unavailable")
+	if !strings.Contains(str(e["message"]), "ssh_exec") {
+		t.Errorf("the refusal says nothing of what to do: %v", e["message"])
+	}
+	if out := str(result(t, mustOK(t, srv.call(t, "ssh_exec", xferArgs(sess, "command", "echo still-here"))))["stdout"]); out != "still-here\n" {
+		t.Errorf("the session after the refusal: %q", out)
+	}
+}
