@@ -114,12 +114,12 @@ type Forward struct {
 
 // Rule is one policy rule.
 type Rule struct {
-	Tool    string `yaml:"tool"`
-	Command string `yaml:"command"`
+	Tool     string `yaml:"tool"`
+	Command  string `yaml:"command"`
+	Decision string `yaml:"decision"`
 	// Path is a glob over the path a file tool (ssh_upload, ssh_download)
 	// reads or writes, relative to the workspace: ".git/**", "*.pem".
-	Path     string `yaml:"path"`
-	Decision string `yaml:"decision"`
+	Path string `yaml:"path"`
 }
 
 // Approvals bound the waits for a human's answer.

@@ -81,12 +81,13 @@ type Policy struct {
 
 // rule is a compiled RuleSpec.
 type rule struct {
-	ref  string   // "rules[1]"
-	text string   // `rules[1] {command: "rm -rf *", decision: deny}`
-	tool string   // "" for any tool
-	pat  []pword  // nil for a tool-only rule
-	glob []string // a path rule's glob segments (paths.go); nil otherwise
+	ref  string  // "rules[1]"
+	text string  // `rules[1] {command: "rm -rf *", decision: deny}`
+	tool string  // "" for any tool
+	pat  []pword // nil for a tool-only rule
 	dec  Decision
+	// glob is a path rule's glob, in segments (paths.go); nil otherwise.
+	glob []string
 }
 
 func newParser() *syntax.Parser { return syntax.NewParser(syntax.Variant(syntax.LangBash)) }

@@ -35,9 +35,10 @@ const (
 // Guard filters one stdin/stdout pair. Reader is what the SDK reads and
 // Writer what it writes; both go through the guard.
 type Guard struct {
-	in      *bufio.Reader
-	out     io.Writer
-	log     *slog.Logger
+	in  *bufio.Reader
+	out io.Writer
+	log *slog.Logger
+	// maxLine bounds one inbound message (NewSized).
 	maxLine int
 
 	mu      sync.Mutex // one whole line at a time on out
