@@ -55,9 +55,14 @@ lint:
 # BenchmarkPreviewLatency: what a preview URL adds to a request to the
 # agent's dev server over asking it directly (median; target ≤ 2 ms), in a
 # local session's namespace, on the host's network and over SSH.
+# BenchmarkTransfer: ssh_upload and ssh_download of 100 MiB (two 50 MiB files,
+# base64 in JSON, downloads read back by resources/read) over SSH and locally,
+# beside scp of the same 100 MiB to the same sshd; BenchmarkFiles the same
+# through the transfer layer alone (SFTP), before any MCP encoding.
 bench:
 	cd bench && npm ci --no-audit --no-fund
-	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS|BenchmarkIdleSessionsRSS|BenchmarkCluster|BenchmarkHandover|BenchmarkSSHSpeed|BenchmarkPreviewLatency' -benchtime 1x ./cmd/tandem/
+	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS|BenchmarkIdleSessionsRSS|BenchmarkCluster|BenchmarkHandover|BenchmarkSSHSpeed|BenchmarkPreviewLatency|BenchmarkTransfer' -benchtime 1x ./cmd/tandem/
+	$(GO) test -run '^$$' -bench 'BenchmarkFiles' -benchtime 1x ./internal/transfer/
 	$(GO) test -run '^$$' -bench 'BenchmarkVerify(Cached|Uncached)$$' ./internal/claim/
 	$(GO) test -run '^$$' -bench 'BenchmarkDecide' -count 5 ./internal/policy/
 	$(GO) test -run '^$$' -bench 'BenchmarkExecJudging' -benchtime 3x ./internal/execguard/

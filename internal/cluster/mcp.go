@@ -47,11 +47,16 @@ type MCPOptions struct {
 var sessionTools = map[string]bool{
 	"ssh_exec": true, "ssh_cancel": true, "ssh_read_output": true, "ssh_disconnect": true, "ssh_send_input": true,
 	"ssh_get_monitoring_url": true, "ssh_request_human": true, "ssh_forward_port": true, "ssh_list_ports": true,
+	"ssh_upload": true, "ssh_download": true,
 }
 
 // outputURIPrefix is the resource URI of a command's output (see
 // internal/mcp): tandem://output/{commandId}/{stream}.
 const outputURIPrefix = "tandem://output/"
+
+// fileURIPrefix is the resource URI of a downloaded file (see
+// internal/mcp): tandem://file/{sessionId}/{downloadId}.
+const fileURIPrefix = "tandem://file/"
 
 // rpc is as much of a JSON-RPC message as routing reads.
 type rpc struct {
@@ -283,6 +288,12 @@ func (n *Node) route(r *http.Request, body []byte, c Caller, o MCPOptions) (to d
 		if err != nil {
 			return dest{}, msg, nil
 		}
+		if row, err = n.Dir.Session(r.Context(), sid); err != nil || row.Tenant != c.Tenant || row.Actor != c.Actor || row.Owner != c.Owner {
+			return dest{}, msg, nil // not the caller's: answered here, as unknown
+		}
+	case msg.Method == "resources/read" && strings.HasPrefix(msg.Params.URI, fileURIPrefix):
+		sid, _, _ := strings.Cut(strings.TrimPrefix(msg.Params.URI, fileURIPrefix), "/")
+		var err error
 		if row, err = n.Dir.Session(r.Context(), sid); err != nil || row.Tenant != c.Tenant || row.Actor != c.Actor || row.Owner != c.Owner {
 			return dest{}, msg, nil // not the caller's: answered here, as unknown
 		}

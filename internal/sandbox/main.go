@@ -44,6 +44,9 @@ func Main(args []string) int {
 	if len(args) == 1 && args[0] == socketHelperArg {
 		return socketHelper()
 	}
+	if len(args) > 0 && args[0] == filesArg {
+		return serveFiles(args[1:])
+	}
 	p, argv, err := parseArgs(args)
 	if err != nil {
 		return fail(exitRefused, err)

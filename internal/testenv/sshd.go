@@ -153,6 +153,11 @@ X11Forwarding no
 LogLevel VERBOSE
 `, s.Host, s.Port, filepath.Join(dir, "ssh_host_ed25519_key"),
 		filepath.Join(dir, "authorized_keys"), filepath.Join(dir, "sshd.pid"))
+	// The sftp subsystem, as distributions configure it, unless the test
+	// names its own (a second Subsystem line is an error).
+	if !strings.Contains(s.extra, "Subsystem sftp") {
+		base += "Subsystem sftp internal-sftp\n"
+	}
 	// OpenSSH 9.8 penalises clients that fail logins, which tests do on
 	// purpose; older versions reject the option, so probe with sshd -t.
 	// SetEnv overrides the HOME sshd derives from the password database;

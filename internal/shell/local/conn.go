@@ -31,6 +31,7 @@ type conn struct {
 	grace  time.Duration
 	guard  *guard // nil when execs are not judged
 	ports  *ports // how tandem reaches the session's loopback (ports.go)
+	files  fileServer
 
 	done chan struct{} // closed once the shell has been reaped
 

@@ -265,6 +265,7 @@ func (o *Options) start(ctx context.Context, l shell.Launch, runDir string) (*co
 		grace:  grace,
 		done:   make(chan struct{}),
 		guard:  g,
+		files:  o.newFileServer(runDir, n.namespaced()),
 	}
 	c.ports = n.ports()
 	if err := n.started(ctx); err != nil {
