@@ -271,9 +271,9 @@ func TestHTTPToolsClaim(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(w.betaBuild, "ran")); err == nil {
 		t.Error("a tool outside the claim ran")
 	}
-	// The full token lists everything: the eleven ssh_ tools and permissions__approve.
+	// The full token lists everything: the thirteen ssh_ tools and permissions__approve.
 	full := s.client(t, s.token(t, "--tenant", "beta", "--actor", "rw"))
-	if lt, err := full.CS.ListTools(context.Background(), nil); err != nil || len(lt.Tools) != 12 {
+	if lt, err := full.CS.ListTools(context.Background(), nil); err != nil || len(lt.Tools) != 14 {
 		t.Errorf("a token without tools lists %d tools (%v)", len(lt.Tools), err)
 	}
 }
