@@ -290,6 +290,8 @@ func New(s Sessions, opts *Options) *Server {
 	mux.HandleFunc("GET /s/{key}", srv.servePage)
 	mux.HandleFunc("GET /s/{key}/ws", srv.serveWS)
 	mux.HandleFunc("GET /s/{key}/cast", srv.serveCast)
+	mux.HandleFunc("POST /s/{key}/files", srv.serveUpload)
+	mux.HandleFunc("GET /s/{key}/files", srv.serveDownload)
 	mux.Handle("GET /assets/", srv.staticFiles(http.FileServerFS(assets)))
 	if srv.operator != nil {
 		api := http.NewServeMux()
