@@ -46,11 +46,10 @@ func (f *fileTerm) check(p string) error {
 	return nil
 }
 
-func (f *fileTerm) note(op, p string, n int64, ctx context.Context) {
+func (f *fileTerm) note(ctx context.Context, op, p string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.moved = append(f.moved, op+"|"+p+"|"+web.ViewerFrom(ctx))
-	_ = n
 }
 
 func (f *fileTerm) PutFile(ctx context.Context, p string, body io.Reader, overwrite bool) (web.FileMoved, error) {
@@ -75,7 +74,7 @@ func (f *fileTerm) PutFile(ctx context.Context, p string, body io.Reader, overwr
 	if err := os.Rename(tmp.Name(), full); err != nil {
 		return web.FileMoved{}, err
 	}
-	f.note("put", p, n, ctx)
+	f.note(ctx, "put", p)
 	return web.FileMoved{Path: p, Bytes: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
@@ -96,7 +95,7 @@ func (f *fileTerm) GetFile(ctx context.Context, p string, start func(int64) io.W
 	if _, err := start(int64(len(b))).Write(b); err != nil {
 		return web.FileMoved{}, err
 	}
-	f.note("get", p, int64(len(b)), ctx)
+	f.note(ctx, "get", p)
 	sum := sha256.Sum256(b)
 	return web.FileMoved{Path: p, Bytes: int64(len(b)), SHA256: hex.EncodeToString(sum[:])}, nil
 }
