@@ -49,6 +49,10 @@ const (
 	// agent's running command, recorded when the agent is told of it;
 	// Args hold the command's id, the key count and the interrupt key.
 	EventCommandTouched = "command_touched"
+	// EventUserFile is a file a viewer uploaded or downloaded on the
+	// monitoring page, or a transfer refused; Args hold the path, the
+	// direction, and for a transfer its size and SHA-256, never content.
+	EventUserFile = "user_file"
 )
 
 // OutcomeOK is the Outcome of a call that succeeded.
