@@ -67,6 +67,9 @@ var (
 	// ErrFileBadPath: the path is empty, names a directory or is otherwise
 	// not a file's path (400).
 	ErrFileBadPath = errors.New("not a file's path")
+	// ErrFileUnavailable: the session cannot move files now (its file
+	// channel failed, or the audit log cannot record the transfer) (503).
+	ErrFileUnavailable = errors.New("file transfer unavailable")
 )
 
 // FileError is a refusal with the stable code and the sentence the page
@@ -233,6 +236,8 @@ func (s *Server) fileRefused(w http.ResponseWriter, err error, limit int64) {
 		status = http.StatusForbidden
 	case errors.Is(err, ErrFileBadPath):
 		status = http.StatusBadRequest
+	case errors.Is(err, ErrFileUnavailable):
+		status = http.StatusServiceUnavailable
 	}
 	if code == "" {
 		switch status {
@@ -244,6 +249,8 @@ func (s *Server) fileRefused(w http.ResponseWriter, err error, limit int64) {
 			code, msg = "path_refused", "this path is refused"
 		case http.StatusBadRequest:
 			code, msg = "bad_path", "this is not a file's path"
+		case http.StatusServiceUnavailable:
+			code, msg = "files_unavailable", "this session cannot move files right now; see tandem's log"
 		default:
 			s.log.Error("web: file transfer failed", "err", err)
 			code, msg = "internal", "the transfer failed; see tandem's log"

@@ -40,6 +40,8 @@ func (f *fileTerm) check(p string) error {
 	switch {
 	case strings.Contains(p, ".."):
 		return &web.FileError{Kind: web.ErrFileRefused, Code: "path_escapes", Message: p + " leads out of the workspace"}
+	case p == "offline":
+		return web.ErrFileUnavailable
 	case strings.HasPrefix(p, "secret/"):
 		return &web.FileError{Kind: web.ErrFileRefused, Code: "policy_denied", Message: `the policy rule "no secrets" denies ` + p}
 	}
@@ -220,6 +222,7 @@ func TestFilesRefusals(t *testing.T) {
 		{"exists", "POST", filesURL(testKey, "there.txt"), "new", nil, 409, "file_exists", "Replace"},
 		{"too large, said", "POST", filesURL(testKey, "big"), big, nil, 413, "file_too_large", "64 bytes"},
 		{"not found", "GET", filesURL(testKey, "nope"), "", nil, 404, "file_not_found", "no file"},
+		{"unavailable", "POST", filesURL(testKey, "offline"), "a", nil, 503, "files_unavailable", "right now"},
 		{"unknown session", "POST", filesURL("k-unknown", "a"), "a", nil, 404, "not_found", ""},
 	}
 	for _, tc := range cases {
