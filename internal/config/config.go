@@ -114,8 +114,11 @@ type Forward struct {
 
 // Rule is one policy rule.
 type Rule struct {
-	Tool     string `yaml:"tool"`
-	Command  string `yaml:"command"`
+	Tool    string `yaml:"tool"`
+	Command string `yaml:"command"`
+	// Path is a glob over the path a file tool (ssh_upload, ssh_download)
+	// reads or writes, relative to the workspace: ".git/**", "*.pem".
+	Path     string `yaml:"path"`
 	Decision string `yaml:"decision"`
 }
 
@@ -1125,8 +1128,8 @@ func validatePolicy(key string, p *Policy, base, home, squat string, bad func(ke
 			bad(k+".decision", "must be allow, deny, ask or forward (or yes, no), got %q", r.Decision)
 		}
 		forwards = forwards || r.Decision == "forward"
-		if r.Tool == "" && r.Command == "" {
-			bad(k, "needs tool, command or both")
+		if r.Tool == "" && r.Command == "" && r.Path == "" {
+			bad(k, "needs tool, command or both (or path, for file tools)")
 		}
 	}
 	switch f := p.Forward; {

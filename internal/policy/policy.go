@@ -59,10 +59,12 @@ func ParseDecision(s string) (Decision, error) {
 
 // RuleSpec is a rule as the operator configured it, before Compile checks
 // it. Tool names a tool exactly; Command is a pattern over a simple
-// command's argv; at least one must be set.
+// command's argv; Path a glob over a file tool's path (paths.go); at least
+// one must be set, and not both Command and Path.
 type RuleSpec struct {
 	Tool     string
 	Command  string
+	Path     string
 	Decision string
 }
 
@@ -79,10 +81,11 @@ type Policy struct {
 
 // rule is a compiled RuleSpec.
 type rule struct {
-	ref  string  // "rules[1]"
-	text string  // `rules[1] {command: "rm -rf *", decision: deny}`
-	tool string  // "" for any tool
-	pat  []pword // nil for a tool-only rule
+	ref  string   // "rules[1]"
+	text string   // `rules[1] {command: "rm -rf *", decision: deny}`
+	tool string   // "" for any tool
+	pat  []pword  // nil for a tool-only rule
+	glob []string // a path rule's glob segments (paths.go); nil otherwise
 	dec  Decision
 }
 
@@ -110,8 +113,11 @@ func Compile(mode string, rules []RuleSpec) (*Policy, error) {
 	parser := newParser()
 	for i, rs := range rules {
 		r := rule{ref: fmt.Sprintf("rules[%d]", i), tool: rs.Tool}
-		if rs.Tool == "" && rs.Command == "" {
-			return nil, fmt.Errorf("%s: set tool, command, or both", r.ref)
+		if rs.Tool == "" && rs.Command == "" && rs.Path == "" {
+			return nil, fmt.Errorf("%s: set tool, command, or both (or path, for file tools)", r.ref)
+		}
+		if rs.Command != "" && rs.Path != "" {
+			return nil, fmt.Errorf("%s: a rule judges a command or a path, not both", r.ref)
 		}
 		d, err := ParseDecision(rs.Decision)
 		if err != nil {
@@ -125,6 +131,11 @@ func Compile(mode string, rules []RuleSpec) (*Policy, error) {
 			r.pat, err = compilePattern(parser, rs.Command)
 			if err != nil {
 				return nil, fmt.Errorf("%s.command: %q: %w", r.ref, rs.Command, err)
+			}
+		}
+		if rs.Path != "" {
+			if r.glob, err = compileGlob(rs.Path); err != nil {
+				return nil, fmt.Errorf("%s.path: %w", r.ref, err)
 			}
 		}
 		r.text = ruleText(r.ref, rs)
@@ -141,6 +152,9 @@ func ruleText(ref string, rs RuleSpec) string {
 	}
 	if rs.Command != "" {
 		parts = append(parts, "command: "+strconv.Quote(rs.Command))
+	}
+	if rs.Path != "" {
+		parts = append(parts, "path: "+strconv.Quote(rs.Path))
 	}
 	parts = append(parts, "decision: "+rs.Decision)
 	return ref + " {" + strings.Join(parts, ", ") + "}"
@@ -173,6 +187,11 @@ type Input struct {
 	// if it could, where exec judging enforces every rule that could
 	// refuse or hold it: none names a builtin (execseen.go).
 	ExecJudged bool
+	// Path is the file a file tool (ssh_upload, ssh_download) reads or
+	// writes, relative to the session's workspace, clean and with its
+	// symlinks resolved; HasPath says Tool is one, so path rules judge it.
+	Path    string
+	HasPath bool
 }
 
 // Verdict is a decision and why, for the approval flow, the audit log and
@@ -199,6 +218,9 @@ const unjudgeable = "unjudgeable"
 func (p *Policy) Decide(in Input) (v Verdict) {
 	if p == nil {
 		p = &Policy{}
+	}
+	if in.HasPath {
+		return p.decidePath(in.Tool, in.Path)
 	}
 	if !in.HasCommand {
 		return p.baseline(in.Tool, "")
@@ -250,7 +272,7 @@ func (p *Policy) baseline(tool, what string) Verdict {
 	var best *rule
 	for i := range p.rules {
 		r := &p.rules[i]
-		if r.pat == nil && r.tool == tool && (best == nil || r.dec > best.dec) {
+		if r.pat == nil && r.glob == nil && r.tool == tool && (best == nil || r.dec > best.dec) {
 			best = r
 		}
 	}
@@ -329,7 +351,7 @@ func (p *Policy) judgeItem(it *item, tool string, m *matcher, atExec bool) (f fi
 	var def, maybe *rule
 	for i := range p.rules {
 		r := &p.rules[i]
-		if r.tool != "" && r.tool != tool {
+		if (r.tool != "" && r.tool != tool) || r.glob != nil {
 			continue
 		}
 		var res match

@@ -41,6 +41,9 @@ func Main(args []string) int {
 		}
 		return 0
 	}
+	if len(args) > 0 && args[0] == filesArg {
+		return serveFiles(args[1:])
+	}
 	p, argv, err := parseArgs(args)
 	if err != nil {
 		return fail(exitRefused, err)

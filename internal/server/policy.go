@@ -32,7 +32,7 @@ func compilePolicies(cfg *config.Config, httpMode bool) (func(tenant, target str
 		}
 		specs := make([]policy.RuleSpec, 0, len(p.Rules))
 		for _, r := range p.Rules {
-			specs = append(specs, policy.RuleSpec{Tool: r.Tool, Command: r.Command, Decision: r.Decision})
+			specs = append(specs, policy.RuleSpec{Tool: r.Tool, Command: r.Command, Path: r.Path, Decision: r.Decision})
 		}
 		c, err := policy.Compile(p.Mode, specs)
 		if err != nil {

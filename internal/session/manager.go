@@ -234,6 +234,10 @@ func (m *Manager) Create(ctx context.Context, c Caller, name string, t Target) (
 		return nil, "", fmt.Errorf("connect %q: %w", name, err)
 	}
 	s.sh = sh
+	s.files.root = sh.Cwd()
+	if t.Kind == "local" && t.Workspace != "" {
+		s.files.root = t.Workspace
+	}
 	if j := m.opts.Journal; j != nil {
 		if err := j.SessionStarted(ctx, s); err != nil {
 			_ = sh.Close()
@@ -424,6 +428,7 @@ func (m *Manager) end(s *Session, reason string) {
 		m.mu.Unlock()
 	}()
 
+	s.closeFiles()
 	_ = s.sh.Close()
 	s.closeEgress()
 	if s.closeRecording() {

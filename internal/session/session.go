@@ -127,6 +127,7 @@ type Session struct {
 	conns       []egress.Conn // the egress proxy's reports, oldest first
 	touches     []Touch       // viewers' keys in the agent's commands, not yet told (touches.go)
 	userFiles   []UserFile    // files viewers moved, not yet told (userfiles.go)
+	files       sessionFiles  // uploads and downloads (files.go)
 }
 
 // kept is one command as it stands: a record whose streams keep filling

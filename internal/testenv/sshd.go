@@ -150,6 +150,7 @@ UseDNS no
 PrintMotd no
 PrintLastLog no
 X11Forwarding no
+Subsystem sftp internal-sftp
 LogLevel VERBOSE
 `, s.Host, s.Port, filepath.Join(dir, "ssh_host_ed25519_key"),
 		filepath.Join(dir, "authorized_keys"), filepath.Join(dir, "sshd.pid"))

@@ -30,6 +30,7 @@ type conn struct {
 	runDir string
 	grace  time.Duration
 	guard  *guard // nil when execs are not judged
+	files  fileServer
 
 	done chan struct{} // closed once the shell has been reaped
 

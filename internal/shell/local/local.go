@@ -261,6 +261,7 @@ func (o *Options) start(ctx context.Context, l shell.Launch, runDir string) (*co
 		grace:  grace,
 		done:   make(chan struct{}),
 		guard:  g,
+		files:  o.newFileServer(runDir, n.namespaced()),
 	}
 	if err := n.started(ctx); err != nil {
 		if g != nil {
