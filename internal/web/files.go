@@ -171,6 +171,13 @@ func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request) {
 // an attachment of no type a browser would render: the page's origin must
 // never run what a session wrote.
 func (s *Server) serveDownload(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		// A HEAD would read the whole file for nothing, and tell the agent
+		// of a download no one made.
+		w.Header().Set("Allow", http.MethodGet+", "+http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "download with GET")
+		return
+	}
 	// A page of another origin (a preview of the agent's dev server on
 	// another port is same-site) has no business here, even without
 	// reading the reply.

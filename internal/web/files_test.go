@@ -258,6 +258,18 @@ func TestFilesRefusals(t *testing.T) {
 		t.Errorf("the chunked upload over the limit left a file")
 	}
 
+	// A HEAD would read the file and tell of a download no one made.
+	head, _ := http.NewRequest("HEAD", base+filesURL(testKey, "there.txt"), nil)
+	head.AddCookie(&http.Cookie{Name: "tandem_operator", Value: operatorToken})
+	if resp, err := http.DefaultClient.Do(head); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("HEAD: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if moved := term.movedList(); len(moved) != 0 {
+		t.Errorf("refusals moved files: %v", moved)
+	}
+
 	// Replace, asked for, replaces.
 	status, raw, _ := request{method: "POST", path: filesURL(testKey, "there.txt") + "&overwrite=1", body: "new"}.do(t, base)
 	if b, _ := os.ReadFile(filepath.Join(term.dir, "there.txt")); status != 200 || string(b) != "new" {
