@@ -5,7 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -222,8 +225,20 @@ func TestHumanFilesReachAgent(t *testing.T) {
 				t.Errorf("a refused transfer was told: %v", r)
 			}
 
-			// The watch link alone, and another origin.
+			// A browser that goes away halfway through an upload leaves no
+			// file under the name, and no part of one.
 			base := strings.SplitN(url, "/s/", 2)[0]
+			cutUpload(t, url+"/files?path="+dir+"/cut/half.bin", base, token)
+			for deadline := time.Now().Add(30 * time.Second); !auditedRefusal(t, srv.dataDir, dir+"/cut/half.bin"); time.Sleep(100 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the cut upload was never audited")
+				}
+			}
+			if r := exec("ls -A ../cut 2>&1; true"); str(result(t, r)["stdout"]) != "" || r["userFiles"] != nil {
+				t.Errorf("the cut upload left: %v", r)
+			}
+
+			// The watch link alone, and another origin.
 			filesURL := url + "/files?path=" + dir + "/watcher.bin"
 			for _, tc := range []struct {
 				name, method string
@@ -277,9 +292,43 @@ func TestHumanFilesReachAgent(t *testing.T) {
 					refused++
 				}
 			}
-			if moved != 2 || refused != 3 {
-				t.Errorf("the audit has %d transfers and %d refusals, want 2 and 3", moved, refused)
+			if moved != 2 || refused != 4 {
+				t.Errorf("the audit has %d transfers and %d refusals, want 2 and 4", moved, refused)
 			}
 		})
 	}
+}
+
+// cutUpload starts an upload of 4 MiB as the operator's browser would,
+// sends 1 MiB of it and hangs up.
+func cutUpload(t *testing.T, fileURL, origin, token string) {
+	t.Helper()
+	u, err := neturl.Parse(fileURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nOrigin: %s\r\nCookie: tandem_operator=%s\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n",
+		u.RequestURI(), u.Host, origin, token, 4<<20)
+	if _, err := c.Write(make([]byte, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// auditedRefusal reports whether the audit holds a refused transfer of
+// the path.
+func auditedRefusal(t *testing.T, dataDir, path string) bool {
+	t.Helper()
+	for _, rec := range auditRecords(t, dataDir) {
+		var a map[string]any
+		_ = json.Unmarshal(rec.Args, &a)
+		if rec.Event == "user_file" && rec.Outcome != "ok" && a["path"] == path {
+			return true
+		}
+	}
+	return false
 }

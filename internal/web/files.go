@@ -155,7 +155,7 @@ func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, filesTimeout)
 	defer cancel()
-	body := http.MaxBytesReader(w, r.Body, limit)
+	body := cutGuard{http.MaxBytesReader(w, r.Body, limit)}
 	overwrite, _ := strconv.ParseBool(r.URL.Query().Get("overwrite"))
 	done, err := desk.PutFile(ctx, p, body, overwrite)
 	if err != nil {
@@ -245,6 +245,8 @@ func (s *Server) fileRefused(w http.ResponseWriter, err error, limit int64) {
 		status = http.StatusBadRequest
 	case errors.Is(err, ErrFileUnavailable):
 		status = http.StatusServiceUnavailable
+	case errors.Is(err, errUploadCut):
+		status, code, msg = http.StatusBadRequest, "upload_cut", errUploadCut.Error()
 	}
 	if code == "" {
 		switch status {
@@ -264,4 +266,22 @@ func (s *Server) fileRefused(w http.ResponseWriter, err error, limit int64) {
 		}
 	}
 	writeError(w, status, code, msg)
+}
+
+// errUploadCut is the error of an upload whose body ended early.
+var errUploadCut = errors.New("the upload ended before all of its bytes came (the browser went away?); nothing was written")
+
+// cutGuard turns a request body's early end (net/http's
+// io.ErrUnexpectedEOF, for a connection closed before its Content-Length
+// or last chunk) into errUploadCut: a reader such as io.ReadFull's caller
+// could take io.ErrUnexpectedEOF for a short last read, and keep half a
+// file as if whole.
+type cutGuard struct{ r io.Reader }
+
+func (g cutGuard) Read(p []byte) (int, error) {
+	n, err := g.r.Read(p)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = errUploadCut
+	}
+	return n, err
 }
