@@ -201,7 +201,11 @@ func (s *Server) serveDownload(w http.ResponseWriter, r *http.Request) {
 		started = true
 		hd := w.Header()
 		hd.Set("Content-Type", "application/octet-stream")
-		hd.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(p)}))
+		disp := mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(p)})
+		if disp == "" { // a name no header can carry: the page names the file itself
+			disp = "attachment"
+		}
+		hd.Set("Content-Disposition", disp)
 		hd.Set("Content-Length", strconv.FormatInt(size, 10))
 		hd.Set("Cache-Control", "no-store")
 		hd.Set("Content-Security-Policy", "sandbox; default-src 'none'")
