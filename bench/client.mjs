@@ -24,6 +24,8 @@
 //     -> {"ok":true,"ms":0.4,"bytes":588895}
 //   {"op":"call","tool":"ssh_exec","args":{...}}   any tool, as is
 //     -> {"ok":true,"ms":1.2,"reply":{...the tool's reply object...}}
+//   {"op":"image","args":{...}}   ssh_download of an image
+//     -> {"ok":true,"bytes":1234,"sha256":"...","reply":{...,"mimeType":"image/png"}}
 //   {"op":"cancel","tool":"ssh_exec","args":{...},"when":"/path"}
 //     calls the tool, and cancels the call (AbortSignal, which sends
 //     notifications/cancelled) once the file at "when" exists
@@ -244,6 +246,17 @@ async function handle(req) {
     }
     case 'cancel':
       return cancelCall(req);
+    case 'image': {
+      // ssh_download of an image: the image block's bytes, as this SDK
+      // hands them to an agent (base64 in data), decoded here.
+      const res = await client.callTool({ name: 'ssh_download', arguments: req.args ?? {} });
+      const r = payload(res);
+      if (res.isError || !r.success) throw new Error(`ssh_download: ${JSON.stringify(r).slice(0, 1000)}`);
+      const img = res.content.find((c) => c.type === 'image');
+      if (!img) throw new Error(`ssh_download: no image block in ${JSON.stringify(res.content.map((c) => c.type))}`);
+      const bytes = Buffer.from(img.data, 'base64');
+      return { reply: { ...r, mimeType: img.mimeType }, bytes: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') };
+    }
     default:
       throw new Error(`unknown op ${JSON.stringify(req.op)}`);
   }

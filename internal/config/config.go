@@ -357,7 +357,21 @@ type Limits struct {
 	// recording keeps (default DefaultRecordingBytes); past it the cast
 	// says so and keeps only markers and resizes.
 	RecordingBytes int64 `yaml:"recordingBytes"`
+	// UploadBytes and DownloadBytes bound one file moved by ssh_upload or
+	// ssh_download (and the monitoring page's uploads and downloads):
+	// default DefaultTransferBytes each.
+	UploadBytes   int64 `yaml:"uploadBytes"`
+	DownloadBytes int64 `yaml:"downloadBytes"`
 }
+
+// DefaultTransferBytes is limits.uploadBytes and limits.downloadBytes
+// when tandem.yaml leaves them out: 50 MiB, a release archive or a video
+// capture, while a base64 upload of it stays one JSON message of ~67 MB.
+const DefaultTransferBytes = 50 << 20
+
+// MaxTransferBytes caps both: an upload is one JSON message, held whole
+// in memory while it is decoded.
+const MaxTransferBytes = 1 << 30
 
 // DefaultRecordingBytes is limits.recordingBytes when tandem.yaml leaves
 // it out: 4 GiB of a session's terminal in its recording.
@@ -661,6 +675,12 @@ func (c *Config) fill() {
 	if l.RecordingBytes == 0 {
 		l.RecordingBytes = DefaultRecordingBytes
 	}
+	if l.UploadBytes == 0 {
+		l.UploadBytes = DefaultTransferBytes
+	}
+	if l.DownloadBytes == 0 {
+		l.DownloadBytes = DefaultTransferBytes
+	}
 	l.InlineOutputBytes = DefaultInlineOutputBytes
 	if l.InlineOutput != nil {
 		l.InlineOutputBytes = *l.InlineOutput
@@ -750,6 +770,14 @@ func (c *Config) validate(base, home string, skip []string) error {
 	}
 	if l.RecordingBytes < MinKeptOutputBytes {
 		bad("limits.recordingBytes", "must be at least %d (1 MiB), got %d", MinKeptOutputBytes, l.RecordingBytes)
+	}
+	for _, b := range []struct {
+		key string
+		n   int64
+	}{{"limits.uploadBytes", l.UploadBytes}, {"limits.downloadBytes", l.DownloadBytes}} {
+		if b.n < 1 || b.n > MaxTransferBytes {
+			bad(b.key, "must be between 1 and %d (1 GiB), got %d", int64(MaxTransferBytes), b.n)
+		}
 	}
 	if c.Audit.OnFailure != AuditRefuse && c.Audit.OnFailure != AuditContinue {
 		bad("audit.onFailure", "must be refuse or continue, got %q", c.Audit.OnFailure)

@@ -70,6 +70,13 @@ func (s *Server) authorize(ctx context.Context, c session.Caller, tool, targetNa
 // judged as it starts (execJudged): a line that hides only which programs
 // it runs need not ask there (policy.Input.ExecJudged).
 func (s *Server) authorizeJudged(ctx context.Context, c session.Caller, tool, targetName string, act approval.Action, execJudged bool) error {
+	return s.authorizeInput(ctx, c, targetName, act, policy.Input{Tool: tool, Command: act.Command, HasCommand: commandTool(tool), ExecJudged: execJudged})
+}
+
+// authorizeInput is authorize with the policy's input made by the caller:
+// a file tool's path (transfer.go).
+func (s *Server) authorizeInput(ctx context.Context, c session.Caller, targetName string, act approval.Action, in policy.Input) error {
+	tool := in.Tool
 	if readOnly(tool) || s.deps.Policy == nil {
 		return nil
 	}
@@ -77,12 +84,15 @@ func (s *Server) authorizeJudged(ctx context.Context, c session.Caller, tool, ta
 	if pol.Judge == nil {
 		return nil
 	}
-	v := pol.Judge.Decide(policy.Input{Tool: tool, Command: act.Command, HasCommand: commandTool(tool), ExecJudged: execJudged})
+	v := pol.Judge.Decide(in)
 	info := callFrom(ctx)
 	info.rule = v.Rule
 	what := "the call " + tool
-	if commandTool(tool) {
+	switch {
+	case commandTool(tool):
 		what = fmt.Sprintf("the command %q", act.Command)
+	case in.HasPath:
+		what = fmt.Sprintf("%s of %q", tool, in.Path)
 	}
 	switch v.Decision {
 	case policy.Allow:

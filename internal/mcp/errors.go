@@ -52,6 +52,14 @@ const (
 	codeStoreUnavailable   = "store_unavailable"
 	codeNodeUnavailable    = "node_unavailable"
 	codeHumanPending       = "human_pending"
+	// The file tools' (transfer.go).
+	codeFileNotFound     = "file_not_found"
+	codeFileExists       = "file_exists"
+	codeFileTooLarge     = "file_too_large"
+	codePathOutside      = "path_outside_workspace"
+	codeNotAFile         = "not_a_file"
+	codeFileDenied       = "file_access_denied"
+	codeFilesUnavailable = "transfer_unavailable"
 )
 
 // tokenHint shows the call format every session tool needs (seed AC5.4).

@@ -134,7 +134,9 @@ func (s *Server) HTTPHandler(o HTTPOptions) (mcpHandler, metadata http.Handler) 
 			Extra: map[string]any{claimsKey: c}}, nil
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv },
-		&mcp.StreamableHTTPOptions{Stateless: true, Logger: s.sdkLog})
+		&mcp.StreamableHTTPOptions{Stateless: true, Logger: s.sdkLog,
+			// An upload is one request (the bearer is checked before the body is read).
+			MaxRequestBodyBytes: int64(max(mcp.DefaultMaxRequestBodyBytes, MessageBytes(s.uploadLimit())))})
 	mw := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: o.MetadataURL})
 	meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 		Resource:               o.ResourceURL,

@@ -32,7 +32,7 @@ var capturedKeys = map[string]bool{
 // identifiers tandem made too.
 var madeKeys = map[string]bool{
 	"success": true, "error": true, "sessionToken": true, "monitoringUrl": true,
-	"stdoutResource": true, "stderrResource": true, "uri": true,
+	"stdoutResource": true, "stderrResource": true, "uri": true, "sha256": true,
 }
 
 // keptKey reports whether the value under key passes unredacted.

@@ -297,4 +297,18 @@ var (
 	}), "sessionName", "sessionToken")
 
 	emptySchema = inputSchema(schema{})
+
+	uploadSchema = inputSchema(merge(sessionProps, schema{
+		"path":      typed("string", "Where to write, relative to the session's workspace (or absolute inside it)."),
+		"content":   typed("string", "The file's content: text, or with encoding base64 the exact bytes."),
+		"encoding":  schema{"type": "string", "enum": []string{"utf8", "base64"}, "default": "utf8", "description": "utf8: content is the text itself; base64: content is the bytes in standard base64 (with padding)."},
+		"mode":      schema{"type": "string", "pattern": "^0?[0-7]{3}$", "description": "Permission bits in octal, e.g. \"0755\" for a script (default: the replaced file's, or 0644)."},
+		"overwrite": schema{"type": "boolean", "default": false, "description": "Replace an existing file (otherwise: file_exists, and the file stays as it was)."},
+	}), "sessionName", "sessionToken", "path", "content")
+
+	downloadSchema = inputSchema(merge(sessionProps, schema{
+		"path":     typed("string", "The file to read, relative to the session's workspace (or absolute inside it)."),
+		"offset":   merge(typed("integer", "For text: the byte offset to start at (default 0), e.g. a reply's nextOffset."), schema{"minimum": 0}),
+		"maxBytes": merge(typed("integer", "For text: the most bytes of data to return (default: the inline budget, at most 1 MiB)."), schema{"minimum": 1, "maximum": readMaxBytes}),
+	}), "sessionName", "sessionToken", "path")
 )

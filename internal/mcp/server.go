@@ -119,6 +119,9 @@ type Deps struct {
 	// Egress serves local targets with a network allowlist; without it
 	// such a target's sessions are refused.
 	Egress EgressProxy
+	// UploadBytes and DownloadBytes bound one file of ssh_upload and
+	// ssh_download; zero means DefaultTransferBytes.
+	UploadBytes, DownloadBytes int64
 }
 
 // Observer is told of every tool call and its audit commit, for metrics;
@@ -141,6 +144,10 @@ type Server struct {
 	// held routes the held asks of running commands to the agent's
 	// client or an upstream (held.go).
 	held heldClients
+
+	// downloads are the files ssh_download named as resources
+	// (transferres.go).
+	downloads downloads
 
 	mu      sync.Mutex
 	callers map[*mcp.ServerSession]string
@@ -245,6 +252,12 @@ type call struct {
 	// checked out: its reply tells what viewers did to the agent's
 	// commands (addTouches).
 	sess *session.Session
+	// content, if set, follows the reply's JSON in a successful result:
+	// a downloaded image, a link to a downloaded file (transfer.go).
+	content []mcp.Content
+	// argsAudit, if set, is what the audit keeps of the arguments instead
+	// of them: an upload's path and size, never its content.
+	argsAudit json.RawMessage
 }
 
 // timeouter is implemented by arguments that carry their own timeout.
@@ -334,6 +347,9 @@ func handler[A any](s *Server, name string, run func(ctx context.Context, c sess
 			s.audit(ctx, c, name, info, r, start)
 			r = redactReply(info.redact, r)
 			res, err = result(r), nil
+			if r["success"] == true {
+				res.Content = append(res.Content, info.content...)
+			}
 			switch {
 			case info.input != nil:
 				res = &mcp.CallToolResult{InputRequests: info.input, RequestState: info.requestState}
@@ -420,7 +436,9 @@ func (s *Server) audit(ctx context.Context, c session.Caller, tool string, info 
 	var args json.RawMessage
 	if info.req != nil {
 		args = auditArgs(info.req.Params.Arguments, info.decoded)
-		if info.maskInput {
+		if info.argsAudit != nil {
+			args = info.argsAudit
+		} else if info.maskInput {
 			args = maskInput(args)
 		} else if info.auditInput != nil {
 			args = withInput(args, *info.auditInput)
@@ -494,7 +512,7 @@ type toolSpec struct {
 
 func (s *Server) register() {
 	yes, no := true, false
-	for _, t := range []toolSpec{
+	for _, t := range append([]toolSpec{
 		{name: "ssh_connect", title: "Open a shell session", in: connectSchema,
 			desc: "Start a shell session on a configured target (or, where allowed, an SSH host) and get its sessionToken and the monitoringUrl where a human can watch it (and type into it, signed in as tandem's operator).",
 			out: schema{"connection": connectionSchema, "sessionToken": typed("string", "Pass to every other tool; shown only once."),
@@ -583,7 +601,7 @@ func (s *Server) register() {
 		{name: permissionsTool, title: "Approve a Claude Code tool use", in: approveSchema, plain: true,
 			desc:    "For Claude Code's --permission-prompt-tool: decides whether Claude Code may use one of its own tools (Bash commands are parsed as ssh_exec's are), by tandem's policy and, where it asks, a human. Answers one text content: {\"behavior\":\"allow\",\"updatedInput\":…} or {\"behavior\":\"deny\",\"message\":…}.",
 			handler: handler(s, permissionsTool, s.approvePermission)},
-	} {
+	}, s.transferTools()...) {
 		ann := &mcp.ToolAnnotations{Title: t.title, ReadOnlyHint: t.readOnly, OpenWorldHint: &yes}
 		if !t.readOnly {
 			ann.DestructiveHint = &no
@@ -597,6 +615,7 @@ func (s *Server) register() {
 		}
 		s.srv.AddTool(tool, t.handler)
 	}
+	s.srv.AddResourceTemplate(fileTemplate, s.readFile)
 	s.srv.AddResourceTemplate(&mcp.ResourceTemplate{
 		Name: "command-output", URITemplate: outputURIPrefix + "{commandId}/{stream}{?page}", MIMEType: "text/plain",
 		Description: "The complete stdout or stderr of a command whose output was too large to send inline. Add ?page=N for page N.",

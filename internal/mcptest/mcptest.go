@@ -37,8 +37,16 @@ func (c *Client) Call(t testing.TB, tool string, args any) map[string]any {
 // Check verifies the reply contract and returns the reply object.
 func Check(t testing.TB, tool string, res *sdk.CallToolResult) map[string]any {
 	t.Helper()
-	if len(res.Content) != 1 {
-		t.Fatalf("%s: want exactly one content item, got %d", tool, len(res.Content))
+	if len(res.Content) < 1 {
+		t.Fatalf("%s: want one content item, got none", tool)
+	}
+	// Only a download's image or link may follow the reply's JSON.
+	for _, c := range res.Content[1:] {
+		switch c.(type) {
+		case *sdk.ImageContent, *sdk.ResourceLink:
+		default:
+			t.Fatalf("%s: content after the reply is %T: only an image or a resource link may follow it", tool, c)
+		}
 	}
 	text, ok := res.Content[0].(*sdk.TextContent)
 	if !ok {

@@ -203,6 +203,8 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Server, err err
 		Elsewhere:         elsewhere(s.nodeURL, s.rec, s.log),
 		CommandRecorded:   commandRecorded(s.nodeURL, s.rec),
 		Egress:            newEgress(ctx, cfg, s.ln.Addr(), s.log),
+		UploadBytes:       cfg.Limits.UploadBytes,
+		DownloadBytes:     cfg.Limits.DownloadBytes,
 		Denied: func(act approval.Action, rule string) {
 			if sess, ok := s.sessions.ByID(act.SessionID); ok {
 				sess.NoteDenied(session.Denial{Tool: act.Tool, Command: act.Command, Rule: rule, At: time.Now()})
@@ -252,9 +254,10 @@ func (s *Server) Serve(ctx context.Context, stdin io.Reader, stdout io.Writer) e
 	if s.hm.on() {
 		err = s.hm.run(ctx)
 	} else {
-		guard := stdio.New(stdin, stdout, s.log)
+		maxLine := mcp.MessageBytes(s.cfg.Limits.UploadBytes)
+		guard := stdio.NewSized(stdin, stdout, s.log, maxLine)
 		out := guard.Writer() // whole lines per call, as Run needs
-		err = s.mcp.Run(ctx, &sdk.IOTransport{Reader: guard.Reader(), Writer: out, MaxLineLength: stdio.MaxLine + 1}, out)
+		err = s.mcp.Run(ctx, &sdk.IOTransport{Reader: guard.Reader(), Writer: out, MaxLineLength: maxLine + 1}, out)
 	}
 	// The client went away (stdio) or the server stopped: nobody is left
 	// to run what waits for approval.

@@ -19,8 +19,8 @@ import (
 
 // Limits on one inbound line.
 const (
-	// MaxLine bounds one message. A 1 MiB command escaped as JSON fits with
-	// room to spare.
+	// MaxLine bounds one message unless NewSized says more. A 1 MiB
+	// command escaped as JSON fits with room to spare.
 	MaxLine = 16 << 20
 	// MaxDepth bounds nesting; no tool takes arguments nested this deep.
 	MaxDepth = 128
@@ -35,9 +35,10 @@ const (
 // Guard filters one stdin/stdout pair. Reader is what the SDK reads and
 // Writer what it writes; both go through the guard.
 type Guard struct {
-	in  *bufio.Reader
-	out io.Writer
-	log *slog.Logger
+	in      *bufio.Reader
+	out     io.Writer
+	log     *slog.Logger
+	maxLine int
 
 	mu      sync.Mutex // one whole line at a time on out
 	pending []byte     // the SDK's current line, until its newline
@@ -48,10 +49,16 @@ type Guard struct {
 
 // New starts guarding in and out. log may be nil.
 func New(in io.Reader, out io.Writer, log *slog.Logger) *Guard {
+	return NewSized(in, out, log, MaxLine)
+}
+
+// NewSized is New with another bound on one message (at least MaxLine):
+// an upload of limits.uploadBytes is one message, base64 in JSON.
+func NewSized(in io.Reader, out io.Writer, log *slog.Logger, maxLine int) *Guard {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Guard{in: bufio.NewReaderSize(in, 64<<10), out: out, log: log}
+	g := &Guard{in: bufio.NewReaderSize(in, 64<<10), out: out, log: log, maxLine: max(maxLine, MaxLine)}
 	g.pr, g.pw = io.Pipe()
 	go g.pump()
 	return g
@@ -90,18 +97,18 @@ func (g *Guard) pump() {
 
 var errTooLong = errors.New("line too long")
 
-// readLine returns the next line without its newline. A line over MaxLine
+// readLine returns the next line without its newline. A line over maxLine
 // is answered with an error, skipped to its end, and reported as
 // errTooLong.
 func (g *Guard) readLine() ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := g.in.ReadSlice('\n')
-		if len(line)+len(chunk) > MaxLine {
+		if len(line)+len(chunk) > g.maxLine {
 			for errors.Is(err, bufio.ErrBufferFull) {
 				_, err = g.in.ReadSlice('\n')
 			}
-			msg := errorReply(nil, codeInvalid, fmt.Sprintf("message longer than %d bytes", MaxLine))
+			msg := errorReply(nil, codeInvalid, fmt.Sprintf("message longer than %d bytes", g.maxLine))
 			if werr := g.writeLine(msg); werr != nil {
 				return nil, werr
 			}
