@@ -23,9 +23,10 @@ import (
 )
 
 // humanFilesPolicy denies every file transfer under a secret/, the agent's
-// and the human's alike, and allows the rest.
+// and the human's alike, and allows the rest; an upload holds at most 1 MiB.
 const humanFilesPolicy = `targets:
   - {name: dev, kind: local, workspace: ws}
+limits: {uploadBytes: 1048576}
 policy:
   mode: allow
   rules:
@@ -213,12 +214,16 @@ func TestHumanFilesReachAgent(t *testing.T) {
 					t.Errorf("the page says %q, want %q in it", msg, tc.want)
 				}
 			}
+			if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(`#upload-dir`), dir+"/big"), dropBytes("big.bin", 1<<20+1)); err != nil {
+				t.Fatal(err)
+			}
+			filesMessage(t, ctx, "Upload of "+dir+"/big/big.bin refused: the file is over the limit of 1048576 bytes (limits.uploadBytes")
 			if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(`#download-path`), dir+"/secret/key"), chromedp.Click(chromedp.CSS(`#download`))); err != nil {
 				t.Fatal(err)
 			}
 			filesMessage(t, ctx, "Download of "+dir+"/secret/key refused: ")
-			r = exec("ls ../secret 2>&1; true")
-			if out := str(result(t, r)["stdout"]); !strings.Contains(out, "No such file") {
+			r = exec("ls ../secret ../big 2>&1; true")
+			if out := str(result(t, r)["stdout"]); strings.Count(out, "No such file") != 2 {
 				t.Errorf("a refused upload wrote: %s", out)
 			}
 			if r["userFiles"] != nil {
@@ -292,6 +297,9 @@ func TestHumanFilesReachAgent(t *testing.T) {
 					refused++
 				}
 			}
+			// The escape, the two denials and the cut upload; the upload over
+			// the limit says so in its Content-Length and is refused before
+			// a byte is read or a path looked at, like the watch link's.
 			if moved != 2 || refused != 4 {
 				t.Errorf("the audit has %d transfers and %d refusals, want 2 and 4", moved, refused)
 			}
@@ -299,8 +307,8 @@ func TestHumanFilesReachAgent(t *testing.T) {
 	}
 }
 
-// cutUpload starts an upload of 4 MiB as the operator's browser would,
-// sends 1 MiB of it and hangs up.
+// cutUpload starts an upload of 512 KiB as the operator's browser would,
+// sends half of it and hangs up.
 func cutUpload(t *testing.T, fileURL, origin, token string) {
 	t.Helper()
 	u, err := neturl.Parse(fileURL)
@@ -313,8 +321,8 @@ func cutUpload(t *testing.T, fileURL, origin, token string) {
 	}
 	defer c.Close()
 	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nOrigin: %s\r\nCookie: tandem_operator=%s\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n",
-		u.RequestURI(), u.Host, origin, token, 4<<20)
-	if _, err := c.Write(make([]byte, 1<<20)); err != nil {
+		u.RequestURI(), u.Host, origin, token, 512<<10)
+	if _, err := c.Write(make([]byte, 256<<10)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -197,8 +197,9 @@ func relPath(root, real string) string {
 	return path.Clean(real)
 }
 
-// fileError is a transfer error as the page shows it: its kind, stable
-// code and the sentence that names the rule.
+// fileError is a transfer error as the page shows it: its kind, the
+// stable code the agent's ssh_upload and ssh_download answer with, and the
+// sentence that names the rule.
 func fileError(err error) error {
 	var fe *web.FileError
 	if errors.As(err, &fe) {
@@ -212,9 +213,9 @@ func fileError(err error) error {
 	kind, code := error(nil), ""
 	switch {
 	case errors.Is(err, transfer.ErrEscapes):
-		kind, code = web.ErrFileRefused, "path_escapes"
+		kind, code = web.ErrFileRefused, "path_outside_workspace"
 	case errors.Is(err, transfer.ErrDenied):
-		kind, code = web.ErrFileRefused, "permission_denied"
+		kind, code = web.ErrFileRefused, "file_access_denied"
 	case errors.Is(err, transfer.ErrNotFound):
 		kind, code = web.ErrFileNotFound, "file_not_found"
 	case errors.Is(err, transfer.ErrExists):
@@ -222,16 +223,14 @@ func fileError(err error) error {
 		msg = "a file is already there: tick Replace to overwrite it"
 	case errors.Is(err, transfer.ErrTooLarge):
 		kind, code = web.ErrFileTooLarge, "file_too_large"
-	case errors.Is(err, transfer.ErrIsDir), errors.Is(err, transfer.ErrNotRegular), errors.Is(err, transfer.ErrBadPath):
+	case errors.Is(err, transfer.ErrIsDir), errors.Is(err, transfer.ErrNotRegular):
+		kind, code = web.ErrFileBadPath, "not_a_file"
+	case errors.Is(err, transfer.ErrBadPath):
 		kind, code = web.ErrFileBadPath, "bad_path"
 	case errors.Is(err, transfer.ErrUnavailable):
-		kind, code = web.ErrFileUnavailable, "files_unavailable"
+		kind, code = web.ErrFileUnavailable, "transfer_unavailable"
 	default:
 		return err
 	}
 	return &web.FileError{Kind: kind, Code: code, Message: msg}
 }
-
-// defaultFileLimit bounds one upload or download of the page: what a
-// person expects of a file they drag into a browser (50 MiB).
-const defaultFileLimit = 50 << 20

@@ -263,7 +263,7 @@ func (s *Server) fileRefused(w http.ResponseWriter, err error, limit int64) {
 		case http.StatusBadRequest:
 			code, msg = "bad_path", "this is not a file's path"
 		case http.StatusServiceUnavailable:
-			code, msg = "files_unavailable", "this session cannot move files right now; see tandem's log"
+			code, msg = "transfer_unavailable", "this session cannot move files right now; see tandem's log"
 		default:
 			s.log.Error("web: file transfer failed", "err", err)
 			code, msg = "internal", "the transfer failed; see tandem's log"

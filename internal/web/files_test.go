@@ -222,7 +222,7 @@ func TestFilesRefusals(t *testing.T) {
 		{"exists", "POST", filesURL(testKey, "there.txt"), "new", nil, 409, "file_exists", "Replace"},
 		{"too large, said", "POST", filesURL(testKey, "big"), big, nil, 413, "file_too_large", "64 bytes"},
 		{"not found", "GET", filesURL(testKey, "nope"), "", nil, 404, "file_not_found", "no file"},
-		{"unavailable", "POST", filesURL(testKey, "offline"), "a", nil, 503, "files_unavailable", "right now"},
+		{"unavailable", "POST", filesURL(testKey, "offline"), "a", nil, 503, "transfer_unavailable", "right now"},
 		{"unknown session", "POST", filesURL("k-unknown", "a"), "a", nil, 404, "not_found", ""},
 	}
 	for _, tc := range cases {
