@@ -340,3 +340,36 @@ func auditedRefusal(t *testing.T, dataDir, path string) bool {
 	}
 	return false
 }
+
+// TestHumanFilesNeedTheAudit: while the audit log cannot be written, the
+// page's upload moves nothing and says why, as a call would; once it can,
+// the same upload lands.
+func TestHumanFilesNeedTheAudit(t *testing.T) {
+	s := localSession(t, serverOpts{})
+	url := str(mustOK(t, s.srv.call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": s.name, "sessionToken": s.tok}))["monitoringUrl"])
+	token := dataDirToken(t, s.srv.dataDir)
+	upload := func() (int, map[string]any) {
+		req, _ := http.NewRequest("POST", url+"/files?path=audited.txt", strings.NewReader("hello"))
+		req.Header = operatorHeader(url, token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}
+	release := lockDB(t, s.srv.dataDir)
+	status, m := upload()
+	if status != http.StatusServiceUnavailable || m["error"] != "audit_unavailable" {
+		t.Errorf("upload while the audit is locked: %d %v", status, m)
+	}
+	release()
+	if r := s.exec(t, "ls audited.txt 2>&1; true"); !strings.Contains(str(result(t, r)["stdout"]), "No such file") || r["userFiles"] != nil {
+		t.Errorf("an unaudited upload: %v", r)
+	}
+	if status, m := upload(); status != http.StatusOK || m["sha256"] != "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824" {
+		t.Errorf("upload once the audit is back: %d %v", status, m)
+	}
+}

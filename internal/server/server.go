@@ -245,7 +245,8 @@ func (s *Server) Serve(ctx context.Context, stdin io.Reader, stdout io.Writer) e
 	fenced := make(chan error, 1)
 	go func() { fenced <- s.drainOnSignal(ctx, signalled, cancel) }()
 	webDone := make(chan error, 1)
-	files := &humanFiles{policies: s.policies, audit: s.rec.audit, upload: s.cfg.Limits.UploadBytes, download: s.cfg.Limits.DownloadBytes, log: s.log}
+	files := &humanFiles{policies: s.policies, audit: s.rec.audit, auditContinue: s.cfg.Audit.OnFailure == config.AuditContinue,
+		upload: s.cfg.Limits.UploadBytes, download: s.cfg.Limits.DownloadBytes, log: s.log}
 	go func() {
 		webDone <- web.New(webSessions{s.sessions, s.broker, files}, s.webOptions(ctx)).Serve(ctx, s.ln)
 	}()

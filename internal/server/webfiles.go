@@ -29,8 +29,11 @@ import (
 // actor; never content), and each transfer is told on the agent's next
 // reply (userFiles).
 type humanFiles struct {
-	policies         func(tenant, target string) mcp.Policy
-	audit            *audit.Log
+	policies func(tenant, target string) mcp.Policy
+	audit    *audit.Log
+	// auditContinue (audit.onFailure: continue) lets a transfer go
+	// unrecorded when the audit log cannot take records, as calls do.
+	auditContinue    bool
 	upload, download int64
 	log              *slog.Logger
 }
@@ -66,13 +69,13 @@ var _ web.FileDesk = webTerminal{}
 // the workspace, and no policy rule denies it. It returns the session's
 // files, the real path and the path relative to the workspace.
 func (h *humanFiles) prepare(ctx context.Context, sess *session.Session, tool, p string) (transfer.Files, string, string, error) {
-	if h.audit != nil {
-		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	if h.audit != nil && !h.auditContinue {
+		actx, cancel := context.WithTimeout(ctx, auditWait)
 		err := h.audit.Ready(actx)
 		cancel()
 		if err != nil {
 			h.log.Error("web: a file transfer cannot be recorded; none was made", "err", err)
-			return nil, "", "", &web.FileError{Kind: web.ErrFileUnavailable, Code: "audit_unavailable",
+			return nil, "", "", &web.FileError{Kind: web.ErrFileUnavailable, Code: codeAuditUnavailable,
 				Message: "the audit log cannot record the transfer right now, so none was made; see tandem's log"}
 		}
 	}
@@ -105,7 +108,7 @@ func (h *humanFiles) prepare(ctx context.Context, sess *session.Session, tool, p
 func (h *humanFiles) put(ctx context.Context, sess *session.Session, p string, body io.Reader, overwrite bool) (web.FileMoved, error) {
 	files, real, rel, err := h.prepare(ctx, sess, uploadTool, p)
 	if err != nil {
-		h.record(ctx, sess, session.FileUpload, p, transfer.Result{}, err)
+		h.refused(ctx, sess, session.FileUpload, p, err)
 		return web.FileMoved{}, err
 	}
 	res, err := files.Put(ctx, real, body, transfer.PutOptions{Overwrite: overwrite, MaxBytes: h.upload, LimitName: "limits.uploadBytes"})
@@ -121,7 +124,7 @@ func (h *humanFiles) put(ctx context.Context, sess *session.Session, p string, b
 func (h *humanFiles) get(ctx context.Context, sess *session.Session, p string, start func(size int64) io.Writer) (web.FileMoved, error) {
 	files, real, rel, err := h.prepare(ctx, sess, downloadTool, p)
 	if err != nil {
-		h.record(ctx, sess, session.FileDownload, p, transfer.Result{}, err)
+		h.refused(ctx, sess, session.FileDownload, p, err)
 		return web.FileMoved{}, err
 	}
 	f, err := files.Open(ctx, real)
@@ -157,6 +160,23 @@ func (h *humanFiles) moved(ctx context.Context, sess *session.Session, dir, rel 
 	sess.FileMoved(session.UserFile{Path: rel, Bytes: res.Bytes, SHA256: res.SHA256, Viewer: web.ViewerFrom(ctx), Direction: dir, At: time.Now()})
 	return web.FileMoved{Path: rel, Bytes: res.Bytes, SHA256: res.SHA256}
 }
+
+// refused records a transfer refused before it began, unless the refusal
+// is that the audit log takes no records.
+func (h *humanFiles) refused(ctx context.Context, sess *session.Session, dir, p string, err error) {
+	var fe *web.FileError
+	if errors.As(err, &fe) && fe.Code == codeAuditUnavailable {
+		return
+	}
+	h.record(ctx, sess, dir, p, transfer.Result{}, err)
+}
+
+// auditWait bounds how long a transfer waits for the audit log to take
+// records (another process may hold its write lock a moment).
+const auditWait = 5 * time.Second
+
+// codeAuditUnavailable refuses a transfer the audit log cannot record.
+const codeAuditUnavailable = "audit_unavailable"
 
 // record appends the audit record of one transfer or refusal.
 func (h *humanFiles) record(ctx context.Context, sess *session.Session, dir, p string, res transfer.Result, failed error) {
