@@ -174,7 +174,11 @@ func TestHumanFilesReachAgent(t *testing.T) {
 
 			// The download, by path, saved by the browser.
 			saved := t.TempDir()
-			progress := chromedp.Events(ctx, browser.DownloadProgress)
+			// The events end with their context: a download that never completes
+			// fails the test instead of hanging it.
+			evctx, stopEvents := context.WithTimeout(ctx, 30*time.Second)
+			defer stopEvents()
+			progress := chromedp.Events(evctx, browser.DownloadProgress)
 			events := true
 			if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
 				_, err := chromedp.Call(ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
@@ -185,16 +189,21 @@ func TestHumanFilesReachAgent(t *testing.T) {
 				t.Fatal(err)
 			}
 			filesMessage(t, ctx, "Downloaded "+dir+"/up/blob.bin ("+strconv.Itoa(n)+" bytes)")
+			completed := false
 			for ev, err := range progress {
 				if err != nil {
-					t.Fatal(err)
+					t.Fatalf("the download: %v", err)
 				}
 				if ev.State == browser.DownloadProgressStateCompleted {
 					if b, err := os.ReadFile(filepath.Join(saved, ev.GUID)); err != nil || sha256.Sum256(b) != sum {
 						t.Errorf("the saved download is not the file: %d bytes, %v", len(b), err)
 					}
+					completed = true
 					break
 				}
+			}
+			if !completed {
+				t.Fatal("the browser never finished the download")
 			}
 			files = userFiles(t, exec("true"))
 			if len(files) != 1 || files[0]["direction"] != "download" || files[0]["sha256"] != hash || files[0]["path"] != dir+"/up/blob.bin" {

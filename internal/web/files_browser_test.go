@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
@@ -80,7 +81,11 @@ func TestBrowserFiles(t *testing.T) {
 
 	// Download by path: the browser saves the file.
 	saved := t.TempDir()
-	progress := chromedp.Events(ctx, browser.DownloadProgress)
+	// The events end with their context: a download that never completes
+	// fails the test instead of hanging it.
+	evctx, stopEvents := context.WithTimeout(ctx, 30*time.Second)
+	defer stopEvents()
+	progress := chromedp.Events(evctx, browser.DownloadProgress)
 	events := true
 	if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
 		_, err := chromedp.Call(ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
@@ -91,6 +96,7 @@ func TestBrowserFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	filesSays(t, ctx, "Downloaded picked.bin (7 bytes)")
+	completed := false
 	for ev, err := range progress {
 		if err != nil {
 			t.Fatalf("download: %v", err)
@@ -101,7 +107,11 @@ func TestBrowserFiles(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(saved, ev.GUID)); err != nil || string(b) != string(want) {
 			t.Errorf("the saved download: %q %v", b, err)
 		}
+		completed = true
 		break
+	}
+	if !completed {
+		t.Fatal("the browser never finished the download")
 	}
 	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(`#download-path`), "nope"), chromedp.Click(chromedp.CSS(`#download`))); err != nil {
 		t.Fatal(err)
