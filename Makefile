@@ -52,9 +52,14 @@ lint:
 # BenchmarkSSHSpeed (two busy loops on the CPUs): ssh_connect, a viewer's
 # Ctrl-C to the program's SIGINT and command_timeout's lateness over SSH
 # (empty rc, and an rc that takes 0.5 s) beside a local session.
+# BenchmarkTransfer: ssh_upload and ssh_download of 100 MiB (two 50 MiB files,
+# base64 in JSON, downloads read back by resources/read) over SSH and locally,
+# beside scp of the same 100 MiB to the same sshd; BenchmarkFiles the same
+# through the transfer layer alone (SFTP), before any MCP encoding.
 bench:
 	cd bench && npm ci --no-audit --no-fund
-	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS|BenchmarkIdleSessionsRSS|BenchmarkCluster|BenchmarkHandover|BenchmarkSSHSpeed' -benchtime 1x ./cmd/tandem/
+	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS|BenchmarkIdleSessionsRSS|BenchmarkCluster|BenchmarkHandover|BenchmarkSSHSpeed|BenchmarkTransfer' -benchtime 1x ./cmd/tandem/
+	$(GO) test -run '^$$' -bench 'BenchmarkFiles' -benchtime 1x ./internal/transfer/
 	$(GO) test -run '^$$' -bench 'BenchmarkVerify(Cached|Uncached)$$' ./internal/claim/
 	$(GO) test -run '^$$' -bench 'BenchmarkDecide' -count 5 ./internal/policy/
 	$(GO) test -run '^$$' -bench 'BenchmarkExecJudging' -benchtime 3x ./internal/execguard/

@@ -435,10 +435,11 @@ func (s *Server) audit(ctx context.Context, c session.Caller, tool string, info 
 	}
 	var args json.RawMessage
 	if info.req != nil {
-		args = auditArgs(info.req.Params.Arguments, info.decoded)
-		if info.argsAudit != nil {
-			args = info.argsAudit
-		} else if info.maskInput {
+		args = info.argsAudit // an upload's content is not even parsed for the audit
+		if args == nil {
+			args = auditArgs(info.req.Params.Arguments, info.decoded)
+		}
+		if info.maskInput {
 			args = maskInput(args)
 		} else if info.auditInput != nil {
 			args = withInput(args, *info.auditInput)

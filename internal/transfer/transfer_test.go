@@ -39,25 +39,25 @@ func TestMain(m *testing.M) {
 // backend opens a stream to an SFTP server on the session's side.
 type backend struct {
 	name string
-	open func(t *testing.T) io.ReadWriteCloser
+	open func(t testing.TB) io.ReadWriteCloser
 }
 
 // backends are the two real servers: OpenSSH's sftp subsystem on a
 // session's connection, and the sandbox's file server confined to ws and
 // runDir.
-func backends(t *testing.T, ws, runDir string) []backend {
+func backends(t testing.TB, ws, runDir string) []backend {
 	srv := testenv.SSHD(t)
 	client := dialSSH(t, srv)
 	return []backend{
-		{"ssh", func(t *testing.T) io.ReadWriteCloser { return sshStream(t, client) }},
-		{"local", func(t *testing.T) io.ReadWriteCloser {
+		{"ssh", func(t testing.TB) io.ReadWriteCloser { return sshStream(t, client) }},
+		{"local", func(t testing.TB) io.ReadWriteCloser {
 			p := sandbox.Policy{ReadWrite: []string{ws, runDir}, Namespace: true}
 			return sandboxStream(t, p, ws)
 		}},
 	}
 }
 
-func dialSSH(t *testing.T, srv *testenv.SSHDServer) *ssh.Client {
+func dialSSH(t testing.TB, srv *testenv.SSHDServer) *ssh.Client {
 	t.Helper()
 	signer, err := ssh.ParsePrivateKey(srv.ClientKey)
 	if err != nil {
@@ -82,7 +82,7 @@ type sessionStream struct {
 
 func (s sessionStream) Close() error { s.WriteCloser.Close(); return s.s.Close() }
 
-func sshStream(t *testing.T, c *ssh.Client) io.ReadWriteCloser {
+func sshStream(t testing.TB, c *ssh.Client) io.ReadWriteCloser {
 	t.Helper()
 	s, err := c.NewSession()
 	if err != nil {
@@ -104,7 +104,7 @@ type cmdStream struct {
 
 func (c cmdStream) Close() error { c.WriteCloser.Close(); return c.cmd.Wait() }
 
-func sandboxStream(t *testing.T, p sandbox.Policy, dir string) io.ReadWriteCloser {
+func sandboxStream(t testing.TB, p sandbox.Policy, dir string) io.ReadWriteCloser {
 	t.Helper()
 	cmd, err := sandbox.FilesCommand(self, p, dir)
 	if err != nil {
@@ -120,7 +120,7 @@ func sandboxStream(t *testing.T, p sandbox.Policy, dir string) io.ReadWriteClose
 	return cmdStream{r, w, cmd}
 }
 
-func openFiles(t *testing.T, b backend, root string) transfer.Files {
+func openFiles(t testing.TB, b backend, root string) transfer.Files {
 	t.Helper()
 	f, err := transfer.Open(context.Background(), b.open(t), root)
 	if err != nil {
