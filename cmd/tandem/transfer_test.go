@@ -303,3 +303,28 @@ sha256sum chart.png`
 		t.Fatalf("image block decoded to %d bytes, sha256 %s; reply %v; want %s", img.Bytes, img.SHA256, img.Reply, made[0])
 	}
 }
+
+// TestTransferGate: the file tools pass the user-activity gate like
+// ssh_exec: after the human ran a command, the agent's next upload is
+// refused once with what the human ran, and the one after goes through.
+func TestTransferGate(t *testing.T) {
+	s := localSession(t, serverOpts{})
+	args := map[string]any{"sessionName": s.name, "sessionToken": s.tok, "path": "after-human.txt", "content": "x", "overwrite": true}
+	mustOK(t, s.srv.call(t, "ssh_upload", args))
+	url := str(mustOK(t, s.srv.call(t, "ssh_get_monitoring_url", map[string]any{"sessionName": s.name, "sessionToken": s.tok}))["monitoringUrl"])
+	typeOverWebSocket(t, url, dataDirToken(t, s.srv.dataDir), "echo from-human\r", "\rfrom-human\r\n")
+	var gated map[string]any
+	for deadline := time.Now().Add(10 * time.Second); gated == nil; {
+		r := s.srv.call(t, "ssh_upload", args)
+		switch {
+		case r["error"] == "user_activity_detected":
+			gated = r
+		case r["success"] != true || time.Now().After(deadline):
+			t.Fatalf("upload after the human's command: %v", mcptest.Short(r))
+		}
+	}
+	if cmds := gated["userCommands"].([]any); len(cmds) != 1 || str(cmds[0].(map[string]any)["command"]) != "echo from-human" {
+		t.Errorf("the gate's reply: %v", mcptest.Short(gated))
+	}
+	mustOK(t, s.srv.call(t, "ssh_download", map[string]any{"sessionName": s.name, "sessionToken": s.tok, "path": "after-human.txt"}))
+}
