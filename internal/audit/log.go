@@ -53,6 +53,10 @@ const (
 	// opened it): Reason says why (session_ended, shutdown); Args hold
 	// the port.
 	EventPortClosed = "port_closed"
+	// EventUserFile is a file a viewer uploaded or downloaded on the
+	// monitoring page, or a transfer refused; Args hold the path, the
+	// direction, and for a transfer its size and SHA-256, never content.
+	EventUserFile = "user_file"
 )
 
 // OutcomeOK is the Outcome of a call that succeeded.

@@ -226,7 +226,7 @@ var replyFields = schema{
 // outputSchema is the schema of one tool's replies: the common fields and
 // the tool's own.
 func outputSchema(own schema) json.RawMessage {
-	return mustJSON(schema{"type": "object", "properties": merge(replyFields, touchFields, own), "required": []string{"success"}})
+	return mustJSON(schema{"type": "object", "properties": merge(replyFields, touchFields, userFileFields, own), "required": []string{"success"}})
 }
 
 var sessionProps = schema{

@@ -346,6 +346,7 @@ func handler[A any](s *Server, name string, run func(ctx context.Context, c sess
 				r = fail(codeInternal, "tandem hit an internal error running "+name+"; nothing else was affected. Please report this.", nil).reply()
 			}
 			s.addTouches(ctx, c, info, r)
+			addUserFiles(info, r)
 			s.audit(ctx, c, name, info, r, start)
 			r = redactReply(info.redact, r)
 			res, err = result(r), nil

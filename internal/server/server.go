@@ -91,7 +91,8 @@ type Server struct {
 	opTok    string
 	previews *previews // forwarded ports (preview.go)
 	node     *cluster.Node
-	closers  []func() // Close runs them, last first
+	policies func(tenant, target string) mcp.Policy // each session's, for the page's transfers too
+	closers  []func()                               // Close runs them, last first
 }
 
 // New opens everything a tandem serves with, or nothing: on an error what
@@ -171,6 +172,7 @@ func New(ctx context.Context, cfg *config.Config, o Options) (_ *Server, err err
 	if err != nil {
 		return nil, err
 	}
+	s.policies = policies
 	targets := &target.Resolver{
 		Config: cfg, Stdio: !s.hm.on(), Self: self, Home: home, AgentSocket: os.Getenv("SSH_AUTH_SOCK"),
 		PinFile: filepath.Join(s.dataDir, "known_hosts"),
@@ -247,7 +249,11 @@ func (s *Server) Serve(ctx context.Context, stdin io.Reader, stdout io.Writer) e
 	fenced := make(chan error, 1)
 	go func() { fenced <- s.drainOnSignal(ctx, signalled, cancel) }()
 	webDone := make(chan error, 1)
-	go func() { webDone <- web.New(webSessions{s.sessions, s.broker}, s.webOptions(ctx)).Serve(ctx, s.ln) }()
+	files := &humanFiles{policies: s.policies, audit: s.rec.audit, auditContinue: s.cfg.Audit.OnFailure == config.AuditContinue,
+		upload: s.cfg.Limits.UploadBytes, download: s.cfg.Limits.DownloadBytes, log: s.log}
+	go func() {
+		webDone <- web.New(webSessions{s.sessions, s.broker, files}, s.webOptions(ctx)).Serve(ctx, s.ln)
+	}()
 	s.announce()
 	var err error
 	if s.hm.on() {

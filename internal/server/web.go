@@ -12,6 +12,7 @@ import (
 type webSessions struct {
 	m      *session.Manager
 	broker *approval.Broker
+	files  *humanFiles
 }
 
 // Terminal opens the live session a capability key names.
@@ -20,7 +21,7 @@ func (w webSessions) Terminal(key string) (web.Terminal, bool) {
 	if !ok {
 		return nil, false
 	}
-	return webTerminal{s, w.m, w.broker}, true
+	return webTerminal{s, w.m, w.broker, w.files}, true
 }
 
 // webTerminal is one live session as its monitoring page sees it: the
@@ -29,6 +30,7 @@ type webTerminal struct {
 	*session.Session
 	m      *session.Manager
 	broker *approval.Broker
+	files  *humanFiles // the page's uploads and downloads (webfiles.go)
 }
 
 // Name is the session's name, shown (escaped) on the page.

@@ -142,6 +142,7 @@ type Session struct {
 	egressClose func()
 	conns       []egress.Conn // the egress proxy's reports, oldest first
 	touches     []Touch       // viewers' keys in the agent's commands, not yet told (touches.go)
+	userFiles   []UserFile    // files viewers moved, not yet told (userfiles.go)
 	files       sessionFiles  // uploads and downloads (files.go)
 }
 

@@ -18,6 +18,12 @@
 //	        ─── text: {"t":"b","id":…,"n":…} ───────▶ HumanDesk.HandBack
 //	        ◀── close 1000 "session ended: reason" when Watch returns
 //
+// Whoever may type may also move files (see [FileDesk]): the page uploads
+// a file picked or dropped on it, and downloads one by path.
+//
+//	browser ──POST /s/{key}/files?path=P (body: the file)──▶ FileDesk.PutFile
+//	        ──GET /s/{key}/files?path=P──▶ FileDesk.GetFile: an attachment
+//
 // Once a session has ended, the same URL replays it, if [Options.Recordings]
 // has its recording: the page then loads an asciicast v2 file from beside
 // itself and plays it in the browser, at 1x, 4x or at once.

@@ -299,6 +299,8 @@ func New(s Sessions, opts *Options) *Server {
 	mux.HandleFunc("GET /s/{key}/cast", srv.serveCast)
 	mux.HandleFunc("GET /s/{key}/port/{port}/{rest...}", srv.servePreview)
 	mux.HandleFunc("GET /s/{key}/port/{port}", srv.servePreview)
+	mux.HandleFunc("POST /s/{key}/files", srv.serveUpload)
+	mux.HandleFunc("GET /s/{key}/files", srv.serveDownload)
 	mux.Handle("GET /assets/", srv.staticFiles(http.FileServerFS(assets)))
 	if srv.operator != nil {
 		api := http.NewServeMux()

@@ -188,7 +188,7 @@
       mode.textContent = 'nobody can type: the session ended';
     }
     document.getElementById('agent-state').textContent = why.charAt(0).toUpperCase() + why.slice(1);
-    for (const id of ['admit', 'admitted', 'watching', 'request', 'gate']) {
+    for (const id of ['admit', 'admitted', 'watching', 'request', 'gate', 'files']) {
       const e = document.getElementById(id);
       if (e) {
         e.hidden = true;
@@ -504,6 +504,125 @@
       }, function () { admitEl.disabled = false; });
     });
   }
+  // The session's files, for a viewer who may type: a file chosen in the
+  // input or dropped on the page goes into the workspace (POST beside the
+  // page's URL, the body the file itself); a path typed in the box comes
+  // back as a download. The server refuses both to anyone else, checks the
+  // path, the policy and the size, and tells the agent. Every message is
+  // set as text.
+  const filesEl = document.getElementById('files');
+  function filesURL(path, overwrite) {
+    return location.pathname.replace(/\/+$/, '') + '/files?path=' + encodeURIComponent(path) +
+      (overwrite ? '&overwrite=1' : '');
+  }
+  function filesSay(text, ok) {
+    const el = document.getElementById('files-message');
+    el.textContent = text;
+    el.className = 'files-message ' + (ok ? 'ok' : 'error');
+    fit.fit();
+  }
+  // refusal reads the server's {error, message} reply, whatever came.
+  function refusal(res) {
+    return res.text().then(function (body) {
+      let m = null;
+      try {
+        m = JSON.parse(body);
+      } catch (e) {
+        m = null;
+      }
+      return (m && typeof m.message === 'string' && m.message) ? m.message : 'refused (' + res.status + ')';
+    });
+  }
+  function upload(file) {
+    if (!filesEl || state === 'ended') {
+      return;
+    }
+    const dir = document.getElementById('upload-dir').value.trim().replace(/\/+$/, '');
+    const path = dir === '' ? file.name : dir + '/' + file.name;
+    const overwrite = document.getElementById('upload-replace').checked;
+    filesSay('Uploading ' + path + ' (' + file.size + ' bytes)…', true);
+    fetch(filesURL(path, overwrite), {
+      method: 'POST', credentials: 'same-origin', cache: 'no-store',
+      headers: { 'Content-Type': 'application/octet-stream' },
+      body: file,
+    }).then(function (res) {
+      if (!res.ok) {
+        return refusal(res).then(function (msg) { filesSay('Upload of ' + path + ' refused: ' + msg, false); });
+      }
+      return res.json().then(function (r) {
+        filesSay('Uploaded ' + str(r.path) + ' (' + Number(r.bytes) + ' bytes, sha256 ' + str(r.sha256) +
+          '); the agent is told on its next call', true);
+      });
+    }, function () {
+      filesSay('Upload of ' + path + ' failed: tandem could not be reached', false);
+    });
+  }
+  function download() {
+    const path = document.getElementById('download-path').value.trim();
+    if (path === '' || state === 'ended') {
+      return;
+    }
+    filesSay('Downloading ' + path + '…', true);
+    fetch(filesURL(path, false), { credentials: 'same-origin', cache: 'no-store' }).then(function (res) {
+      if (!res.ok) {
+        return refusal(res).then(function (msg) { filesSay('Download of ' + path + ' refused: ' + msg, false); });
+      }
+      return res.blob().then(function (blob) {
+        const a = document.createElement('a');
+        a.href = URL.createObjectURL(blob);
+        a.download = path.split('/').pop();
+        document.body.append(a);
+        a.click();
+        a.remove();
+        setTimeout(function () { URL.revokeObjectURL(a.href); }, 60000);
+        filesSay('Downloaded ' + path + ' (' + blob.size + ' bytes); the agent is told on its next call', true);
+      });
+    }, function () {
+      filesSay('Download of ' + path + ' failed: tandem could not be reached', false);
+    });
+  }
+  if (filesEl) {
+    const input = document.getElementById('upload-input');
+    input.addEventListener('change', function () {
+      for (const f of input.files) {
+        upload(f);
+      }
+      input.value = '';
+    });
+    document.getElementById('download').addEventListener('click', download);
+    document.getElementById('download-path').addEventListener('keydown', function (ev) {
+      if (ev.key === 'Enter') {
+        download();
+      }
+    });
+    // A file dragged over the page lands in the workspace when dropped.
+    const dragging = function (ev) {
+      return ev.dataTransfer && Array.from(ev.dataTransfer.types || []).includes('Files');
+    };
+    document.addEventListener('dragover', function (ev) {
+      if (dragging(ev) && state !== 'ended') {
+        ev.preventDefault();
+        ev.dataTransfer.dropEffect = 'copy';
+        document.body.classList.add('dropping');
+      }
+    });
+    document.addEventListener('dragleave', function (ev) {
+      if (ev.relatedTarget === null) {
+        document.body.classList.remove('dropping');
+      }
+    });
+    document.addEventListener('drop', function (ev) {
+      document.body.classList.remove('dropping');
+      if (!dragging(ev)) {
+        return;
+      }
+      ev.preventDefault();
+      for (const f of ev.dataTransfer.files) {
+        upload(f);
+      }
+    });
+  }
+
   term.onResize(sendSize);
   window.addEventListener('resize', function () { fit.fit(); });
   reconnectEl.addEventListener('click', function () {
