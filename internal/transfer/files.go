@@ -297,7 +297,7 @@ func copyTo(ctx context.Context, w io.Writer, r io.Reader, o PutOptions) (int64,
 		if err := ctx.Err(); err != nil {
 			return n, "", err
 		}
-		m, rerr := io.ReadFull(r, buf)
+		m, rerr := fill(r, buf)
 		if m > 0 {
 			n += int64(m)
 			if o.MaxBytes > 0 && n > o.MaxBytes {
@@ -309,12 +309,27 @@ func copyTo(ctx context.Context, w io.Writer, r io.Reader, o PutOptions) (int64,
 			}
 		}
 		switch {
-		case rerr == io.EOF || rerr == io.ErrUnexpectedEOF:
+		case rerr == io.EOF:
 			return n, hex.EncodeToString(h.Sum(nil)), nil
 		case rerr != nil:
 			return n, "", fmt.Errorf("read the content: %w", rerr)
 		}
 	}
+}
+
+// fill reads into buf until it is full, r ends (io.EOF) or r fails. Unlike
+// io.ReadFull it passes r's own error on unchanged: a body cut short
+// (net/http's io.ErrUnexpectedEOF) is a failure, never a normal end.
+func fill(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // tempName is a fresh hidden name in dir for an upload in progress.

@@ -326,6 +326,12 @@ func TestRefused(t *testing.T) {
 			if err == nil {
 				t.Error("broken upload succeeded")
 			}
+			// A body cut short, as net/http reports it (io.ErrUnexpectedEOF):
+			// a failure, never the end of a shorter file.
+			_, err = f.Put(ctx, "cut", io.MultiReader(bytes.NewReader(big[:1<<20+5]), cutReader{}), transfer.PutOptions{})
+			if !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Errorf("cut upload: %v, want io.ErrUnexpectedEOF", err)
+			}
 			// A cancelled context midway.
 			cctx, cancel := context.WithCancel(ctx)
 			_, err = f.Put(cctx, "cancelled", io.MultiReader(bytes.NewReader(big), cancelReader{cancel}, bytes.NewReader(big)), transfer.PutOptions{})
@@ -345,6 +351,10 @@ func TestRefused(t *testing.T) {
 type errReader struct{}
 
 func (errReader) Read([]byte) (int, error) { return 0, errors.New("connection reset") }
+
+type cutReader struct{}
+
+func (cutReader) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
 
 type cancelReader struct{ cancel func() }
 
