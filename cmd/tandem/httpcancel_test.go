@@ -15,6 +15,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/tandem-sh/tandem/internal/mcp"
 	"github.com/tandem-sh/tandem/internal/testenv"
 )
 
@@ -242,15 +243,28 @@ func TestHTTPCancelOnlyOwnCalls(t *testing.T) {
 // call's id, and the server serves the next request.
 func TestHTTPOversizedBody(t *testing.T) {
 	ws := t.TempDir()
-	s := startHTTP(t, httpOpts{config: fmt.Sprintf("targets:\n  - {name: local, kind: local, workspace: %s}\n", ws)})
-	token := s.token(t, "--tenant", "default", "--actor", "a")
-	big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ssh_exec","arguments":{"command":"` +
-		strings.Repeat("x", sdk.DefaultMaxRequestBodyBytes) + `"}}}`
-	st, b, err := rawMCP(context.Background(), s.url, token, big)
-	if err != nil || st != http.StatusRequestEntityTooLarge {
-		t.Fatalf("a %d-byte body: %d %v %.300s", len(big), st, err, b)
+	// limits.uploadBytes sets how long a message may be (an upload's
+	// base64 and 1 MiB more), never under the SDK's own 4 MiB.
+	tests := []struct {
+		uploadBytes int
+		body        int // bytes of the command's string
+		want        int
+	}{
+		{1 << 20, sdk.DefaultMaxRequestBodyBytes, http.StatusRequestEntityTooLarge},
+		{3 << 20, sdk.DefaultMaxRequestBodyBytes, http.StatusOK},
+		{3 << 20, mcp.MessageBytes(3 << 20), http.StatusRequestEntityTooLarge},
 	}
-	mustOK(t, s.client(t, token).Call(t, "ssh_connect", map[string]any{"name": "after"}))
+	for _, tc := range tests {
+		s := startHTTP(t, httpOpts{config: fmt.Sprintf("targets:\n  - {name: local, kind: local, workspace: %s}\nlimits: {uploadBytes: %d}\n", ws, tc.uploadBytes)})
+		token := s.token(t, "--tenant", "default", "--actor", "a")
+		big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ssh_exec","arguments":{"command":"` +
+			strings.Repeat("x", tc.body) + `"}}}`
+		st, b, err := rawMCP(context.Background(), s.url, token, big)
+		if err != nil || st != tc.want {
+			t.Fatalf("uploadBytes %d, a %d-byte body: %d %v %.300s; want %d", tc.uploadBytes, len(big), st, err, b, tc.want)
+		}
+		mustOK(t, s.client(t, token).Call(t, "ssh_connect", map[string]any{"name": "after"}))
+	}
 }
 
 // TestForwardedCallCancel: in a cluster, a client that calls through node
