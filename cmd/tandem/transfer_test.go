@@ -434,3 +434,40 @@ func TestTransferNoSFTP(t *testing.T) {
 		t.Errorf("the session after the refusal: %q", out)
 	}
 }
+
+// TestTransferTS: a 20 MiB binary file goes up with ssh_upload and comes
+// back through ssh_download's resource pages in the TypeScript SDK, byte
+// for byte. The SDK's stdio transport drops the connection on a message
+// over 10 MiB (its ReadBuffer's default), so a page, base64 in JSON, must
+// stay under that.
+func TestTransferTS(t *testing.T) {
+	ws := t.TempDir()
+	c := startTSClient(t, "serve", "--web", "127.0.0.1:0", "--data-dir", t.TempDir(), "--workspace", ws)
+	tok, err := c.do(map[string]any{"op": "connect", "name": "big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 20<<20)
+	_, _ = rand.Read(data)
+	src := filepath.Join(t.TempDir(), "blob.bin")
+	if err := os.WriteFile(src, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	want := hex.EncodeToString(sum[:])
+	sess := map[string]any{"sessionName": "big", "sessionToken": tok.Token}
+	up, err := c.do(map[string]any{"op": "upload", "file": src, "args": xferArgs(sess, "path", "out/blob.bin")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.Reply["sha256"] != want {
+		t.Fatalf("upload reply %v, want sha256 %s", up.Reply, want)
+	}
+	down, err := c.do(map[string]any{"op": "download", "args": xferArgs(sess, "path", "out/blob.bin")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if down.SHA256 != want || down.Bytes != len(data) || down.Reply["sha256"] != want {
+		t.Fatalf("downloaded %d bytes, sha256 %s (reply %v); want %d, %s", down.Bytes, down.SHA256, down.Reply["sha256"], len(data), want)
+	}
+}
