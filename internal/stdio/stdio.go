@@ -157,42 +157,37 @@ func (w writer) Write(p []byte) (int, error) {
 func (w writer) Close() error { return nil }
 
 // Check returns nil for a line that is one JSON-RPC 2.0 message, and
-// otherwise the error reply to send for it.
+// otherwise the error reply to send for it. It reads the line once (see
+// scanLine): an upload's line is tens of megabytes.
 func Check(line []byte) []byte {
-	if depth(line) > MaxDepth {
+	sc := scanLine(line)
+	switch {
+	case sc.tooDeep, !sc.valid && depth(line) > MaxDepth:
 		return errorReply(nil, codeParse, fmt.Sprintf("Parse error: JSON nested deeper than %d levels", MaxDepth))
-	}
-	if !json.Valid(line) {
+	case !sc.valid:
 		return errorReply(nil, codeParse, "Parse error: the line is not JSON; send one JSON-RPC message per line")
-	}
-	trimmed := bytes.TrimSpace(line)
-	if trimmed[0] != '{' {
+	case !sc.object:
 		return errorReply(nil, codeInvalid, "Invalid Request: a message must be one JSON object (batches are not supported)")
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &m); err != nil {
-		return errorReply(nil, codeInvalid, "Invalid Request: "+err.Error())
-	}
-	id, hasID := m["id"]
+	m := &sc.top
+	id, hasID := m.id, m.id != nil
 	if hasID && !validID(id) {
 		return errorReply(nil, codeInvalid, "Invalid Request: id must be a string, a number or null")
 	}
 	if !hasID {
 		id = nil
 	}
-	if string(m["jsonrpc"]) != `"2.0"` {
+	if string(m.jsonrpc) != `"2.0"` {
 		return errorReply(id, codeInvalid, `Invalid Request: "jsonrpc" must be "2.0"`)
 	}
-	method, hasMethod := m["method"]
-	_, hasResult := m["result"]
-	_, hasError := m["error"]
+	hasMethod, hasResult, hasError := m.method != nil, m.result != nil, m.error != nil
 	switch {
 	case hasMethod:
 		var s string
-		if json.Unmarshal(method, &s) != nil || s == "" {
+		if json.Unmarshal(m.method, &s) != nil || s == "" {
 			return errorReply(id, codeInvalid, `Invalid Request: "method" must be a non-empty string`)
 		}
-		if p, ok := m["params"]; ok {
+		if p := m.params; p != nil {
 			if t := bytes.TrimSpace(p); len(t) == 0 || (t[0] != '{' && t[0] != '[' && string(t) != "null") {
 				return errorReply(id, codeInvalid, `Invalid Request: "params" must be an object or an array`)
 			}
