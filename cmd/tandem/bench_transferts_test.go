@@ -78,7 +78,7 @@ func BenchmarkTransferTS(b *testing.B) {
 			if profDir != "" {
 				env = append(env, "TANDEM_CPUPROFILE="+filepath.Join(profDir, "cpu-"+name+".pprof"))
 			}
-			ts := startTSClientCmd(b, env, bd.program, "serve", "--data-dir", b.TempDir(), "--web", "127.0.0.1:0", "--log-level", "debug")
+			ts := startTSClientCmd(b, env, bd.program, "serve", "--data-dir", b.TempDir(), "--web", "127.0.0.1:0", "--log-level", "warn")
 			connect := map[string]any{"op": "connect", "name": "bench"}
 			if target == "ssh" {
 				for k, v := range map[string]any{"host": d.Host, "port": d.Port, "username": d.User, "keyFilePath": d.ClientKeyFile} {
