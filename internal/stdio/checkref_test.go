@@ -58,7 +58,6 @@ func checkRef(line []byte) []byte {
 	return nil
 }
 
-
 // FuzzCheck: Check, which reads a line once, answers every line as the
 // json.Valid and json.Unmarshal version did, byte for byte.
 func FuzzCheck(f *testing.F) {
