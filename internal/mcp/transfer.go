@@ -91,6 +91,9 @@ func (s *Server) downloadLimit() int64 {
 // upload writes content to path in the session's workspace.
 func (s *Server) upload(ctx context.Context, c session.Caller, a uploadArgs) (reply, error) {
 	info := callFrom(ctx)
+	if err := s.handedContent(info, &a); err != nil {
+		return nil, err
+	}
 	note := transferNote{"sessionName": a.SessionName, "path": a.Path, "encoding": a.Encoding, "overwrite": a.Overwrite}
 	if a.Mode != "" {
 		note["mode"] = a.Mode

@@ -20,6 +20,9 @@ type lineScan struct {
 	tooDeep bool // nesting passed MaxDepth before anything was found invalid
 	object  bool // the value is an object
 	top     members
+	// each, if set, is called with every top-level member (the key's
+	// token and the value) instead of filling top.
+	each func(key, val []byte)
 }
 
 // members are the raw values of a message's members, nil when absent.
@@ -124,7 +127,10 @@ func (s *lineScan) obj() bool {
 		if !s.value() {
 			return false
 		}
-		if s.depth == 1 {
+		switch {
+		case s.depth == 1 && s.each != nil:
+			s.each(key, s.b[v:s.i])
+		case s.depth == 1:
 			s.member(key, s.b[v:s.i])
 		}
 		s.space()

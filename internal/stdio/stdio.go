@@ -46,6 +46,8 @@ type Guard struct {
 
 	pr *io.PipeReader
 	pw *io.PipeWriter
+
+	hand *handOff // uploads' contents handed beside the SDK (handoff.go)
 }
 
 // New starts guarding in and out. log may be nil.
@@ -60,6 +62,9 @@ func NewSized(in io.Reader, out io.Writer, log *slog.Logger, maxLine int) *Guard
 		log = slog.New(slog.DiscardHandler)
 	}
 	g := &Guard{in: bufio.NewReaderSize(in, 64<<10), out: out, log: log, maxLine: max(maxLine, MaxLine)}
+	// Two uploads' contents at the longest: a client rarely sends more
+	// at once, and one that does is told to send the oldest again.
+	g.hand = newHandOff(2 * g.maxLine)
 	g.pr, g.pw = io.Pipe()
 	go g.pump()
 	return g
@@ -76,13 +81,13 @@ func (g *Guard) pump() {
 	for {
 		line, err := g.readLine()
 		if len(bytes.TrimSpace(line)) > 0 {
-			if reply := Check(line); reply != nil {
+			if reply, sc := check(line); reply != nil {
 				g.log.Warn("stdio: refused a malformed message", "reply", string(reply))
 				if werr := g.writeLine(reply); werr != nil {
 					_ = g.pw.CloseWithError(werr)
 					return
 				}
-			} else if _, werr := g.pw.Write(append(line, '\n')); werr != nil {
+			} else if _, werr := g.pw.Write(append(g.handOffLine(line, sc), '\n')); werr != nil {
 				return // the SDK stopped reading
 			}
 		}
@@ -156,11 +161,25 @@ func (w writer) Write(p []byte) (int, error) {
 
 func (w writer) Close() error { return nil }
 
+// Content is Guard.Content, for the server that holds only the writer.
+func (w writer) Content(s string) (string, error) { return w.g.Content(s) }
+
 // Check returns nil for a line that is one JSON-RPC 2.0 message, and
 // otherwise the error reply to send for it. It reads the line once (see
 // scanLine): an upload's line is tens of megabytes.
 func Check(line []byte) []byte {
+	reply, _ := check(line)
+	return reply
+}
+
+// check is Check, with its reading of the line.
+func check(line []byte) ([]byte, *lineScan) {
 	sc := scanLine(line)
+	return checkScanned(sc), sc
+}
+
+func checkScanned(sc *lineScan) []byte {
+	line := sc.b
 	switch {
 	case sc.tooDeep, !sc.valid && depth(line) > MaxDepth:
 		return errorReply(nil, codeParse, fmt.Sprintf("Parse error: JSON nested deeper than %d levels", MaxDepth))
