@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 )
 
@@ -24,9 +25,15 @@ import (
 // handOffBytes is the least content handed beside the SDK.
 const handOffBytes = 1 << 20
 
+// handOffTTL is how long a content waits for its upload to take it. The
+// upload takes it as it starts; one that never starts (its arguments
+// refused before it ran) leaves it to this.
+const handOffTTL = time.Minute
+
 // ErrContentDropped: the content a reference stood for was dropped, as
-// more uploads arrived than the guard holds at once.
-var ErrContentDropped = errors.New("the upload's content was dropped before it was read (more uploads at once than tandem holds); send it again")
+// more uploads arrived than the guard holds at once, or its upload did
+// not start within handOffTTL.
+var ErrContentDropped = errors.New("the upload's content was dropped before the upload read it (more uploads at once than tandem holds, or a call that waited over a minute to start); send it again")
 
 // handOff holds contents taken out of lines until their tool takes them.
 type handOff struct {
@@ -37,12 +44,13 @@ type handOff struct {
 	order  []string
 	held   int // bytes in m
 	max    int // bytes m may hold; the oldest go first
+	ttl    time.Duration
 }
 
 func newHandOff(max int) *handOff {
 	var k [16]byte
 	_, _ = rand.Read(k[:])
-	return &handOff{prefix: "tandem-stdio-content-" + hex.EncodeToString(k[:]) + "-", m: map[string]string{}, max: max}
+	return &handOff{prefix: "tandem-stdio-content-" + hex.EncodeToString(k[:]) + "-", m: map[string]string{}, max: max, ttl: handOffTTL}
 }
 
 func (h *handOff) put(content string) string {
@@ -59,6 +67,7 @@ func (h *handOff) put(content string) string {
 		h.held -= len(h.m[old])
 		delete(h.m, old)
 	}
+	time.AfterFunc(h.ttl, func() { _, _ = h.take(ref) })
 	return ref
 }
 

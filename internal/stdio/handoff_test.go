@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestHandOff: an ssh_upload call's long content leaves the line for a
@@ -92,5 +93,29 @@ func TestHandOffBound(t *testing.T) {
 	}
 	if g.hand.held != 0 || len(g.hand.order) != 0 {
 		t.Fatalf("after every content was taken: %d bytes, %d references held", g.hand.held, len(g.hand.order))
+	}
+}
+
+// TestHandOffExpires: a content whose upload never takes it (its
+// arguments refused before it ran) is dropped after the guard's TTL.
+func TestHandOffExpires(t *testing.T) {
+	g := NewSized(strings.NewReader(""), &strings.Builder{}, nil, 0)
+	g.hand.ttl = 10 * time.Millisecond
+	ref := g.hand.put("content")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		g.hand.mu.Lock()
+		held, n := g.hand.held, len(g.hand.m)
+		g.hand.mu.Unlock()
+		if held == 0 && n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still held after 10 s: %d bytes", held)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := g.Content(ref); !errors.Is(err, ErrContentDropped) {
+		t.Fatalf("Content after the TTL: %v, want ErrContentDropped", err)
 	}
 }
