@@ -471,3 +471,53 @@ func TestTransferTS(t *testing.T) {
 		t.Fatalf("downloaded %d bytes, sha256 %s (reply %v); want %d, %s", down.Bytes, down.SHA256, down.Reply["sha256"], len(data), want)
 	}
 }
+
+// TestDownloadPagesChanged: tandem reads a download's next page while the
+// client takes in one; a page read ahead is still refused (file_changed)
+// when the file changed after its download named it, and the pages of an
+// unchanged file come back whole, over SSH and locally.
+func TestDownloadPagesChanged(t *testing.T) {
+	for _, tg := range transferTargets() {
+		t.Run(tg.name, func(t *testing.T) {
+			srv, params := tg.connect(t)
+			params["name"] = "pages"
+			r := mustOK(t, srv.call(t, "ssh_connect", params))
+			sess := map[string]any{"sessionName": "pages", "sessionToken": str(r["sessionToken"])}
+			ws := xferTrimNL(str(result(t, mustOK(t, srv.call(t, "ssh_exec", xferArgs(sess, "command", "pwd -P"))))["stdout"]))
+			d := "tp-" + randomOf(t, alnum, 8)
+			if err := os.Mkdir(filepath.Join(ws, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.RemoveAll(filepath.Join(ws, d)) })
+			blob := make([]byte, 3<<20+17)
+			_, _ = rand.Read(blob)
+			file := filepath.Join(ws, d, "blob.bin")
+			if err := os.WriteFile(file, blob, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			down := mustOK(t, srv.call(t, "ssh_download", xferArgs(sess, "path", d+"/blob.bin")))
+			res := down["resource"].(map[string]any)
+			if got := srv.readPages(t, res); !bytes.Equal(got, blob) {
+				t.Fatalf("pages read back %d bytes, not the file's %d", len(got), len(blob))
+			}
+			// Page 0 again: page 1 is read ahead. Then the file changes
+			// (same size, another time) before page 1 is asked for.
+			uri := str(res["uri"])
+			if _, err := srv.cs.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: uri + "?page=0"}); err != nil {
+				t.Fatal(err)
+			}
+			changed := bytes.Repeat([]byte{'x'}, len(blob))
+			if err := os.WriteFile(file, changed, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			later := time.Now().Add(time.Hour)
+			if err := os.Chtimes(file, later, later); err != nil {
+				t.Fatal(err)
+			}
+			_, err := srv.cs.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: uri + "?page=1"})
+			if err == nil || !strings.Contains(err.Error(), "file_changed") {
+				t.Fatalf("page 1 after the file changed: %v, want file_changed", err)
+			}
+		})
+	}
+}
