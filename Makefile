@@ -57,8 +57,10 @@ lint:
 # local session's namespace, on the host's network and over SSH.
 # BenchmarkTransfer: ssh_upload and ssh_download of 100 MiB (two 50 MiB files,
 # base64 in JSON, downloads read back by resources/read) over SSH and locally,
-# beside scp of the same 100 MiB to the same sshd; BenchmarkFiles the same
-# through the transfer layer alone (SFTP), before any MCP encoding.
+# beside scp of the same 100 MiB to the same sshd (go-sdk client; the
+# TypeScript SDK's in BenchmarkTransferTS, scp taking turns with it, and
+# with TANDEM_BENCH_BASELINE=an-older-tandem that build too); BenchmarkFiles
+# the same through the transfer layer alone (SFTP), before any MCP encoding.
 bench:
 	cd bench && npm ci --no-audit --no-fund
 	$(GO) test -run '^$$' -bench 'BenchmarkExecLatency|BenchmarkTSClient|BenchmarkHugeOutputRSS|BenchmarkIdleSessionsRSS|BenchmarkCluster|BenchmarkHandover|BenchmarkSSHSpeed|BenchmarkPreviewLatency|BenchmarkTransfer' -benchtime 1x ./cmd/tandem/

@@ -26,6 +26,12 @@
 //     -> {"ok":true,"ms":1.2,"reply":{...the tool's reply object...}}
 //   {"op":"image","args":{...}}   ssh_download of an image
 //     -> {"ok":true,"bytes":1234,"sha256":"...","reply":{...,"mimeType":"image/png"}}
+//   {"op":"upload","file":"/path","args":{...}}   ssh_upload of the file's
+//     bytes as base64 (encoded before the clock starts)
+//     -> {"ok":true,"ms":812.3,"reply":{...}}
+//   {"op":"download","args":{...}}   ssh_download, then every page of its
+//     resource with resources/read, decoded to bytes
+//     -> {"ok":true,"ms":401.2,"bytes":52428800,"sha256":"...","reply":{...}}
 //   {"op":"cancel","tool":"ssh_exec","args":{...},"when":"/path"}
 //     calls the tool, and cancels the call (AbortSignal, which sends
 //     notifications/cancelled) once the file at "when" exists
@@ -38,11 +44,12 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema, ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
@@ -246,6 +253,20 @@ async function handle(req) {
     }
     case 'cancel':
       return cancelCall(req);
+    case 'upload': {
+      const content = (await readFile(req.file)).toString('base64');
+      const t0 = performance.now();
+      const r = await call('ssh_upload', { ...req.args, content, encoding: 'base64' });
+      return { ms: performance.now() - t0, reply: r };
+    }
+    case 'download': {
+      const t0 = performance.now();
+      const r = await call('ssh_download', req.args ?? {});
+      const pieces = r.resource ? await readPages(r.resource) : [[r.data ?? '', undefined]];
+      const out = Buffer.concat(pieces.map(([d, e]) => chunk(d, e)));
+      const ms = performance.now() - t0;
+      return { ms, bytes: out.length, sha256: createHash('sha256').update(out).digest('hex'), reply: r };
+    }
     case 'image': {
       // ssh_download of an image: the image block's bytes, as this SDK
       // hands them to an agent (base64 in data), decoded here.
@@ -290,7 +311,13 @@ const transport = binary === '--http'
   ? new StreamableHTTPClientTransport(new URL(args[0]), {
     requestInit: { headers: { Authorization: `Bearer ${process.env.TANDEM_TOKEN ?? ''}` } },
   })
-  : new StdioClientTransport({ command: binary, args, stderr: 'inherit' });
+  : new StdioClientTransport({
+    command: binary, args, stderr: 'inherit',
+    // TANDEM_CPUPROFILE reaches tandem (the SDK passes on only a few
+    // variables): a benchmark's CPU profile of the server.
+    env: process.env.TANDEM_CPUPROFILE
+      ? { ...getDefaultEnvironment(), TANDEM_CPUPROFILE: process.env.TANDEM_CPUPROFILE } : undefined,
+  });
 let readOutputTool = false;
 try {
   await client.connect(transport);

@@ -434,3 +434,90 @@ func TestTransferNoSFTP(t *testing.T) {
 		t.Errorf("the session after the refusal: %q", out)
 	}
 }
+
+// TestTransferTS: a 20 MiB binary file goes up with ssh_upload and comes
+// back through ssh_download's resource pages in the TypeScript SDK, byte
+// for byte. The SDK's stdio transport drops the connection on a message
+// over 10 MiB (its ReadBuffer's default), so a page, base64 in JSON, must
+// stay under that.
+func TestTransferTS(t *testing.T) {
+	ws := t.TempDir()
+	c := startTSClient(t, "serve", "--web", "127.0.0.1:0", "--data-dir", t.TempDir(), "--workspace", ws)
+	tok, err := c.do(map[string]any{"op": "connect", "name": "big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 20<<20)
+	_, _ = rand.Read(data)
+	src := filepath.Join(t.TempDir(), "blob.bin")
+	if err := os.WriteFile(src, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	want := hex.EncodeToString(sum[:])
+	sess := map[string]any{"sessionName": "big", "sessionToken": tok.Token}
+	up, err := c.do(map[string]any{"op": "upload", "file": src, "args": xferArgs(sess, "path", "out/blob.bin")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.Reply["sha256"] != want {
+		t.Fatalf("upload reply %v, want sha256 %s", up.Reply, want)
+	}
+	down, err := c.do(map[string]any{"op": "download", "args": xferArgs(sess, "path", "out/blob.bin")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if down.SHA256 != want || down.Bytes != len(data) || down.Reply["sha256"] != want {
+		t.Fatalf("downloaded %d bytes, sha256 %s (reply %v); want %d, %s", down.Bytes, down.SHA256, down.Reply["sha256"], len(data), want)
+	}
+}
+
+// TestDownloadPagesChanged: tandem reads a download's next page while the
+// client takes in one; a page read ahead is still refused (file_changed)
+// when the file changed after its download named it, and the pages of an
+// unchanged file come back whole, over SSH and locally.
+func TestDownloadPagesChanged(t *testing.T) {
+	for _, tg := range transferTargets() {
+		t.Run(tg.name, func(t *testing.T) {
+			srv, params := tg.connect(t)
+			params["name"] = "pages"
+			r := mustOK(t, srv.call(t, "ssh_connect", params))
+			sess := map[string]any{"sessionName": "pages", "sessionToken": str(r["sessionToken"])}
+			ws := xferTrimNL(str(result(t, mustOK(t, srv.call(t, "ssh_exec", xferArgs(sess, "command", "pwd -P"))))["stdout"]))
+			d := "tp-" + randomOf(t, alnum, 8)
+			if err := os.Mkdir(filepath.Join(ws, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.RemoveAll(filepath.Join(ws, d)) })
+			blob := make([]byte, 3<<20+17)
+			_, _ = rand.Read(blob)
+			file := filepath.Join(ws, d, "blob.bin")
+			if err := os.WriteFile(file, blob, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			down := mustOK(t, srv.call(t, "ssh_download", xferArgs(sess, "path", d+"/blob.bin")))
+			res := down["resource"].(map[string]any)
+			if got := srv.readPages(t, res); !bytes.Equal(got, blob) {
+				t.Fatalf("pages read back %d bytes, not the file's %d", len(got), len(blob))
+			}
+			// Page 0 again: page 1 is read ahead. Then the file changes
+			// (same size, another time) before page 1 is asked for.
+			uri := str(res["uri"])
+			if _, err := srv.cs.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: uri + "?page=0"}); err != nil {
+				t.Fatal(err)
+			}
+			changed := bytes.Repeat([]byte{'x'}, len(blob))
+			if err := os.WriteFile(file, changed, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			later := time.Now().Add(time.Hour)
+			if err := os.Chtimes(file, later, later); err != nil {
+				t.Fatal(err)
+			}
+			_, err := srv.cs.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: uri + "?page=1"})
+			if err == nil || !strings.Contains(err.Error(), "file_changed") {
+				t.Fatalf("page 1 after the file changed: %v, want file_changed", err)
+			}
+		})
+	}
+}

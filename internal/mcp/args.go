@@ -19,6 +19,26 @@ func decodeArgs(raw json.RawMessage, dst any) error {
 	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		raw = []byte("{}")
 	}
+	return decodeEliding(raw, dst, longStringBytes)
+}
+
+// decodeEliding decodes with the plain string arguments of least bytes or
+// more taken out first (see elideLong).
+func decodeEliding(raw json.RawMessage, dst any, least int) error {
+	if small, long := elideLong(raw, dst, least); long != nil {
+		if decodeStrict(small, dst) == nil {
+			setLong(dst, long)
+			return nil
+		}
+		// Refused: judged again whole, so the reply is word for word the
+		// one without elision (byte offsets included).
+		reflect.ValueOf(dst).Elem().SetZero()
+	}
+	return decodeStrict(raw, dst)
+}
+
+// decodeStrict is decodeArgs on arguments as they are.
+func decodeStrict(raw json.RawMessage, dst any) error {
 	if err := uniqueKeys(raw); err != nil {
 		return err
 	}

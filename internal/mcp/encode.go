@@ -213,6 +213,9 @@ type stash struct {
 	m   map[string][]byte
 	key string // random per connection, so no reply can pose as a placeholder
 	n   uint64
+	// content, if set, gives back an upload's content that the stdio
+	// guard handed beside the SDK (see contentTaker).
+	content func(string) (string, error)
 }
 
 func newStash() *stash {
@@ -271,6 +274,9 @@ func (s *Server) stashOf(ss mcp.Session) *stash {
 // the writer t writes its lines to, written a whole line per call.
 func (s *Server) Run(ctx context.Context, t mcp.Transport, w io.Writer) error {
 	ot := &onceTransport{inner: t, w: w, stash: newStash(), log: s.log}
+	if c, ok := w.(contentTaker); ok {
+		ot.stash.content = c.Content
+	}
 	ss, err := s.srv.Connect(ctx, ot, nil)
 	if err != nil {
 		return fmt.Errorf("mcp connect: %w", err)

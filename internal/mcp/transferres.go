@@ -37,6 +37,7 @@ type downloads struct {
 	mu    sync.Mutex
 	m     map[string]*download
 	order []string
+	ahead *aheadPage // the page read ahead (readahead.go)
 }
 
 // download is one file as it was when ssh_download named it.
@@ -132,10 +133,16 @@ func (s *Server) readFile(ctx context.Context, req *mcp.ReadResourceRequest) (re
 	if f.Size != d.size || !f.ModTime.Equal(d.modTime) {
 		return nil, resourceError(jsonrpc.CodeInvalidParams, uri, "file_changed: "+d.path+" changed after ssh_download named it (sha256 "+d.sha256+"); download it again", nil)
 	}
-	off := int64(page) * filePageBytes
-	buf := make([]byte, min(filePageBytes, d.size-off))
-	if _, err := io.ReadFull(io.NewSectionReader(f, off, int64(len(buf))), buf); err != nil {
-		return nil, resourceError(jsonrpc.CodeInternalError, uri, "read file: "+err.Error(), nil)
+	buf, ahead := s.downloads.takeAhead(ctx, d, int64(page))
+	if !ahead {
+		off := int64(page) * filePageBytes
+		buf = make([]byte, min(filePageBytes, d.size-off))
+		if _, err := io.ReadFull(io.NewSectionReader(f, off, int64(len(buf))), buf); err != nil {
+			return nil, resourceError(jsonrpc.CodeInternalError, uri, "read file: "+err.Error(), nil)
+		}
+	}
+	if next := int64(page) + 1; next < pages {
+		s.downloads.readAhead(ctx, d, next)
 	}
 	rc := &mcp.ResourceContents{URI: uri, MIMEType: d.mime}
 	if d.mime == "text/plain" && utf8.Valid(buf) {

@@ -46,6 +46,8 @@ type Guard struct {
 
 	pr *io.PipeReader
 	pw *io.PipeWriter
+
+	hand *handOff // uploads' contents handed beside the SDK (handoff.go)
 }
 
 // New starts guarding in and out. log may be nil.
@@ -60,6 +62,9 @@ func NewSized(in io.Reader, out io.Writer, log *slog.Logger, maxLine int) *Guard
 		log = slog.New(slog.DiscardHandler)
 	}
 	g := &Guard{in: bufio.NewReaderSize(in, 64<<10), out: out, log: log, maxLine: max(maxLine, MaxLine)}
+	// Two uploads' contents at the longest: a client rarely sends more
+	// at once, and one that does is told to send the oldest again.
+	g.hand = newHandOff(2 * g.maxLine)
 	g.pr, g.pw = io.Pipe()
 	go g.pump()
 	return g
@@ -76,13 +81,13 @@ func (g *Guard) pump() {
 	for {
 		line, err := g.readLine()
 		if len(bytes.TrimSpace(line)) > 0 {
-			if reply := Check(line); reply != nil {
+			if reply, sc := check(line); reply != nil {
 				g.log.Warn("stdio: refused a malformed message", "reply", string(reply))
 				if werr := g.writeLine(reply); werr != nil {
 					_ = g.pw.CloseWithError(werr)
 					return
 				}
-			} else if _, werr := g.pw.Write(append(line, '\n')); werr != nil {
+			} else if _, werr := g.pw.Write(append(g.handOffLine(line, sc), '\n')); werr != nil {
 				return // the SDK stopped reading
 			}
 		}
@@ -156,43 +161,52 @@ func (w writer) Write(p []byte) (int, error) {
 
 func (w writer) Close() error { return nil }
 
+// Content is Guard.Content, for the server that holds only the writer.
+func (w writer) Content(s string) (string, error) { return w.g.Content(s) }
+
 // Check returns nil for a line that is one JSON-RPC 2.0 message, and
-// otherwise the error reply to send for it.
+// otherwise the error reply to send for it. It reads the line once (see
+// scanLine): an upload's line is tens of megabytes.
 func Check(line []byte) []byte {
-	if depth(line) > MaxDepth {
+	reply, _ := check(line)
+	return reply
+}
+
+// check is Check, with its reading of the line.
+func check(line []byte) ([]byte, *lineScan) {
+	sc := scanLine(line)
+	return checkScanned(sc), sc
+}
+
+func checkScanned(sc *lineScan) []byte {
+	line := sc.b
+	switch {
+	case sc.tooDeep, !sc.valid && depth(line) > MaxDepth:
 		return errorReply(nil, codeParse, fmt.Sprintf("Parse error: JSON nested deeper than %d levels", MaxDepth))
-	}
-	if !json.Valid(line) {
+	case !sc.valid:
 		return errorReply(nil, codeParse, "Parse error: the line is not JSON; send one JSON-RPC message per line")
-	}
-	trimmed := bytes.TrimSpace(line)
-	if trimmed[0] != '{' {
+	case !sc.object:
 		return errorReply(nil, codeInvalid, "Invalid Request: a message must be one JSON object (batches are not supported)")
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &m); err != nil {
-		return errorReply(nil, codeInvalid, "Invalid Request: "+err.Error())
-	}
-	id, hasID := m["id"]
+	m := &sc.top
+	id, hasID := m.id, m.id != nil
 	if hasID && !validID(id) {
 		return errorReply(nil, codeInvalid, "Invalid Request: id must be a string, a number or null")
 	}
 	if !hasID {
 		id = nil
 	}
-	if string(m["jsonrpc"]) != `"2.0"` {
+	if string(m.jsonrpc) != `"2.0"` {
 		return errorReply(id, codeInvalid, `Invalid Request: "jsonrpc" must be "2.0"`)
 	}
-	method, hasMethod := m["method"]
-	_, hasResult := m["result"]
-	_, hasError := m["error"]
+	hasMethod, hasResult, hasError := m.method != nil, m.result != nil, m.error != nil
 	switch {
 	case hasMethod:
 		var s string
-		if json.Unmarshal(method, &s) != nil || s == "" {
+		if json.Unmarshal(m.method, &s) != nil || s == "" {
 			return errorReply(id, codeInvalid, `Invalid Request: "method" must be a non-empty string`)
 		}
-		if p, ok := m["params"]; ok {
+		if p := m.params; p != nil {
 			if t := bytes.TrimSpace(p); len(t) == 0 || (t[0] != '{' && t[0] != '[' && string(t) != "null") {
 				return errorReply(id, codeInvalid, `Invalid Request: "params" must be an object or an array`)
 			}
