@@ -50,7 +50,7 @@ type slot struct {
 
 // frameScanMax is the largest stream read whole, beyond the budget, to see
 // whether it fits once its progress redraws are collapsed.
-const frameScanMax = pageBytes
+const frameScanMax = 4 << 20
 
 func (s *Server) plan(c session.Caller) *plan {
 	return &plan{s: s, c: c, limit: s.deps.InlineOutputBytes}

@@ -19,8 +19,12 @@ import (
 	"github.com/tandem-sh/tandem/internal/session"
 )
 
-// pageBytes is the size of one page of a large output resource.
-const pageBytes = 4 << 20
+// pageBytes is the size of one page of a large output resource. A page
+// goes to the client as one JSON message, where a control character
+// takes six bytes (\u0001): 1 MiB of them is 6 MiB, under the TypeScript
+// SDK's 10 MiB limit on one stdio message, past which it drops the
+// connection (a 4 MiB page of them let a program cut its agent off).
+const pageBytes = 1 << 20
 
 const outputURIPrefix = "tandem://output/"
 
