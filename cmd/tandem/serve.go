@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -97,28 +96,6 @@ func serve(ctx context.Context, f serveFlags, stdin io.Reader, stdout, stderr io
 	}
 	defer srv.Close()
 	return srv.Serve(ctx, stdin, stdout)
-}
-
-// cpuProfile writes a CPU profile of the whole serve to path until stop
-// is called ("" profiles nothing). Benchmarks set TANDEM_CPUPROFILE to see
-// where a spawned tandem spends its time (a profile of the client's
-// process would not show the server's passes).
-func cpuProfile(path string) (stop func(), err error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("TANDEM_CPUPROFILE: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("TANDEM_CPUPROFILE: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		_ = f.Close()
-	}, nil
 }
 
 // loadConfig reads --config, with --workspace naming its one local
