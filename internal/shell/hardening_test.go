@@ -115,6 +115,11 @@ func TestLargeCommands(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			h := start(t, dial(t))
+			// big.txt goes in a directory of the test's, not in the
+			// login's home (the developer's own, over SSH).
+			if _, err := h.sh.Exec(context.Background(), "cd "+t.TempDir(), shell.ExecOptions{Timeout: 10 * time.Second}); err != nil {
+				t.Fatal(err)
+			}
 			for _, size := range []int{64 << 10, 300 << 10, shell.MaxCommandBytes - 100} {
 				line := strings.Repeat("x", 99) + "\n"
 				body := strings.Repeat(line, size/100)

@@ -54,7 +54,7 @@ func TestShellHeals(t *testing.T) {
 		{"set -H", "set -H; echo histexp", "histexp\n", 0, []string{"histexpand"}},
 		{"interactive_comments off", "shopt -u interactive_comments; echo cmt", "cmt\n", 0, []string{"interactive_comments"}},
 		{"history expansion is off", "echo a!echo b!!", "a!echo b!!\n", 0, nil},
-		{"sourced script resets the prompt", `printf 'PS1="$ "\nPROMPT_COMMAND=\n' > reset.rc; . ./reset.rc; echo sourced`, "sourced\n", 0, []string{"prompt_command"}},
+		{"sourced script resets the prompt", `f=$(mktemp); printf 'PS1="$ "\nPROMPT_COMMAND=\n' > "$f"; . "$f"; rm -f "$f"; echo sourced`, "sourced\n", 0, []string{"prompt_command"}},
 	}
 	for name, dial := range dialers(t) {
 		t.Run(name, func(t *testing.T) {
