@@ -299,13 +299,37 @@ func (s *Server) filesFor(ctx context.Context, sess *session.Session, p string) 
 	if err != nil {
 		return nil, "", fileFailure(p, err)
 	}
-	rel := strings.TrimPrefix(strings.TrimPrefix(real, files.Root()), "/")
-	return files, rel, nil
+	return files, transfer.Rel(files.Root(), real), nil
 }
 
 // authorizeFile asks the policy about a file tool on rel.
 func (s *Server) authorizeFile(ctx context.Context, c session.Caller, sess *session.Session, tool, rel string, act approval.Action) error {
 	return s.authorizeInput(ctx, c, sess.Target.Name, act, policy.Input{Tool: tool, Path: rel, HasPath: true})
+}
+
+// TransferCode is the stable error code of an error of package transfer,
+// the one place they map: ssh_upload and ssh_download answer with it, and
+// so does the monitoring page's transfer. "" for any other error.
+func TransferCode(err error) string {
+	switch {
+	case errors.Is(err, transfer.ErrEscapes):
+		return codePathOutside
+	case errors.Is(err, transfer.ErrTooLarge):
+		return codeFileTooLarge
+	case errors.Is(err, transfer.ErrExists):
+		return codeFileExists
+	case errors.Is(err, transfer.ErrNotFound):
+		return codeFileNotFound
+	case errors.Is(err, transfer.ErrIsDir), errors.Is(err, transfer.ErrNotRegular):
+		return codeNotAFile
+	case errors.Is(err, transfer.ErrBadPath):
+		return codeInvalidArguments
+	case errors.Is(err, transfer.ErrDenied):
+		return codeFileDenied
+	case errors.Is(err, transfer.ErrUnavailable):
+		return codeFilesUnavailable
+	}
+	return ""
 }
 
 // fileFailure maps package transfer's errors to the stable codes.
@@ -320,24 +344,25 @@ func fileFailure(p string, err error) error {
 		rule = " (" + pe.Rule + ")"
 	}
 	fields := reply{"path": p}
-	switch {
-	case errors.Is(err, transfer.ErrEscapes):
+	switch TransferCode(err) {
+	case codePathOutside:
 		return fail(codePathOutside, fmt.Sprintf("The path %q leads out of the session's workspace%s, and file transfers stay inside it. Nothing was read or written. Use a path inside the workspace (relative paths start there).", p, rule), fields)
-	case errors.Is(err, transfer.ErrTooLarge):
+	case codeFileTooLarge:
 		return fail(codeFileTooLarge, fmt.Sprintf("The content of %q is over the limit: %v. Nothing was written.", p, err), fields)
-	case errors.Is(err, transfer.ErrExists):
+	case codeFileExists:
 		return fail(codeFileExists, fmt.Sprintf("%q exists already and was left as it was. Pass overwrite: true to replace it.", p), fields)
-	case errors.Is(err, transfer.ErrNotFound):
+	case codeFileNotFound:
 		return fail(codeFileNotFound, fmt.Sprintf("There is no file %q in the session's workspace%s.", p, rule), fields)
-	case errors.Is(err, transfer.ErrIsDir), errors.Is(err, transfer.ErrNotRegular):
+	case codeNotAFile:
 		return fail(codeNotAFile, fmt.Sprintf("%q is not a regular file (%v): only files are transferred.", p, errors.Unwrap(err)), fields)
-	case errors.Is(err, transfer.ErrBadPath):
+	case codeInvalidArguments:
 		return invalidArg("path", "%v", err)
-	case errors.Is(err, transfer.ErrDenied):
+	case codeFileDenied:
 		return fail(codeFileDenied, fmt.Sprintf("The session's side refused access to %q (file permissions, or the sandbox's rules). Nothing was written.", p), fields)
-	case errors.Is(err, transfer.ErrUnavailable):
+	case codeFilesUnavailable:
 		return fail(codeFilesUnavailable, fmt.Sprintf("This session cannot transfer files: %v. Use ssh_exec instead.", err), nil)
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fail(codeCancelled, "The transfer was cancelled before it finished; an upload left no file under its name.", fields)
 	}
 	return fail(codeFilesUnavailable, fmt.Sprintf("The transfer of %q failed: %v. An upload left no file under its name.", p, err), fields)

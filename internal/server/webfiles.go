@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path"
-	"strings"
 	"time"
 
 	"github.com/tandem-sh/tandem/internal/audit"
@@ -87,7 +85,7 @@ func (h *humanFiles) prepare(ctx context.Context, sess *session.Session, tool, p
 	if err != nil {
 		return nil, "", "", fileError(err)
 	}
-	rel := relPath(files.Root(), real)
+	rel := transfer.Rel(files.Root(), real)
 	c := sess.Caller()
 	judge := h.policies(c.Tenant, sess.Target.Name).Judge
 	if judge == nil {
@@ -205,16 +203,24 @@ func (h *humanFiles) record(ctx context.Context, sess *session.Session, dir, p s
 	}
 }
 
-// relPath is real relative to the workspace root; real itself when it
-// lies elsewhere (Resolve refuses that).
-func relPath(root, real string) string {
-	if real == root {
-		return "."
+// fileKind is how the page sorts a code of mcp.TransferCode: nil for
+// none of them.
+func fileKind(code string) error {
+	switch code {
+	case "path_outside_workspace", "file_access_denied":
+		return web.ErrFileRefused
+	case "file_not_found":
+		return web.ErrFileNotFound
+	case "file_exists":
+		return web.ErrFileExists
+	case "file_too_large":
+		return web.ErrFileTooLarge
+	case "not_a_file", "invalid_arguments":
+		return web.ErrFileBadPath
+	case "transfer_unavailable":
+		return web.ErrFileUnavailable
 	}
-	if rest, ok := strings.CutPrefix(real, strings.TrimSuffix(root, "/")+"/"); ok {
-		return rest
-	}
-	return path.Clean(real)
+	return nil
 }
 
 // fileError is a transfer error as the page shows it: its kind, the
@@ -230,27 +236,16 @@ func fileError(err error) error {
 	if errors.As(err, &pe) {
 		msg = pe.Error()
 	}
-	kind, code := error(nil), ""
-	switch {
-	case errors.Is(err, transfer.ErrEscapes):
-		kind, code = web.ErrFileRefused, "path_outside_workspace"
-	case errors.Is(err, transfer.ErrDenied):
-		kind, code = web.ErrFileRefused, "file_access_denied"
-	case errors.Is(err, transfer.ErrNotFound):
-		kind, code = web.ErrFileNotFound, "file_not_found"
-	case errors.Is(err, transfer.ErrExists):
-		kind, code = web.ErrFileExists, "file_exists"
-		msg = "a file is already there: tick Replace to overwrite it"
-	case errors.Is(err, transfer.ErrTooLarge):
-		kind, code = web.ErrFileTooLarge, "file_too_large"
-	case errors.Is(err, transfer.ErrIsDir), errors.Is(err, transfer.ErrNotRegular):
-		kind, code = web.ErrFileBadPath, "not_a_file"
-	case errors.Is(err, transfer.ErrBadPath):
-		kind, code = web.ErrFileBadPath, "bad_path"
-	case errors.Is(err, transfer.ErrUnavailable):
-		kind, code = web.ErrFileUnavailable, "transfer_unavailable"
-	default:
+	code := mcp.TransferCode(err)
+	kind := fileKind(code)
+	if kind == nil {
 		return err
+	}
+	switch {
+	case errors.Is(err, transfer.ErrBadPath):
+		code = "bad_path" // the page's own code for a path that is none (package web's too)
+	case errors.Is(err, transfer.ErrExists):
+		msg = "a file is already there: tick Replace to overwrite it"
 	}
 	return &web.FileError{Kind: kind, Code: code, Message: msg}
 }

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"strings"
 	"sync"
 	"time"
 
@@ -315,6 +316,19 @@ func copyTo(ctx context.Context, w io.Writer, r io.Reader, o PutOptions) (int64,
 			return n, "", fmt.Errorf("read the content: %w", rerr)
 		}
 	}
+}
+
+// Rel is real, a path Resolve returned, relative to root: "." for root
+// itself. Policies judge this form (a rule's path glob is relative to
+// the workspace).
+func Rel(root, real string) string {
+	if real == root {
+		return "."
+	}
+	if rest, ok := strings.CutPrefix(real, strings.TrimSuffix(root, "/")+"/"); ok {
+		return rest
+	}
+	return path.Clean(real)
 }
 
 // fill reads into buf until it is full, r ends (io.EOF) or r fails. Unlike
