@@ -105,7 +105,13 @@ func TestClose(t *testing.T) {
 // TestCloseLeavesNoGoroutines is not parallel: it counts goroutines.
 func TestCloseLeavesNoGoroutines(t *testing.T) {
 	srv := testenv.SSHD(t)
-	_, _, dir := relayShell(t, options(srv)) // another conn holds the FIFOs
+	first, _, dir := relayShell(t, options(srv)) // another conn holds the FIFOs
+	// That conn starts its helper in the background (a session and its
+	// stderr copier): a question waits for it, so that what it starts is
+	// not counted as c's.
+	if err := first.SignalForeground(t.Context(), 1, 15); err == nil {
+		t.Fatal("signalling pid 1's terminal group succeeded")
+	}
 	before := goroutines()
 	c, err := options(srv).Dial(t.Context(), shell.Launch{Command: bash})
 	if err != nil {
