@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -160,20 +161,24 @@ func (r *encodedResource) encode() ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
+		if c.Blob != nil && c.Text != "" {
+			return nil, fmt.Errorf("encode resource: %s has both text and blob", c.URI)
+		}
 		meta := *c
-		meta.Text = ""
+		meta.Text, meta.Blob = "", nil
 		cj, err := json.Marshal(&meta)
 		if err != nil {
 			return nil, fmt.Errorf("encode resource: %w", err)
 		}
+		b = append(b, cj[:len(cj)-1]...) // the object, open
 		if c.Blob != nil {
-			if c.Text != "" {
-				return nil, fmt.Errorf("encode resource: %s has both text and blob", c.URI)
-			}
-			b = append(b, cj...)
+			// Straight into the message: through encoding/json a page
+			// was encoded into a buffer of its own and copied.
+			b = append(b, `,"blob":"`...)
+			b = base64.StdEncoding.AppendEncode(b, c.Blob)
+			b = append(b, '"', '}')
 			continue
 		}
-		b = append(b, cj[:len(cj)-1]...) // the object, open
 		b = append(b, `,"text":`...)
 		b = jsonstr.Append(b, c.Text)
 		b = append(b, '}')
