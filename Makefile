@@ -59,7 +59,8 @@ lint:
 # base64 in JSON, downloads read back by resources/read) over SSH and locally,
 # beside scp of the same 100 MiB to the same sshd (go-sdk client; the
 # TypeScript SDK's in BenchmarkTransferTS, scp taking turns with it, and
-# with TANDEM_BENCH_BASELINE=an-older-tandem that build too); BenchmarkFiles
+# with TANDEM_BENCH_BASELINE=an-older-tandem that build too, and a floor:
+# bench/floor.mjs, a server doing only what any server must); BenchmarkFiles
 # the same through the transfer layer alone (SFTP), before any MCP encoding.
 bench:
 	cd bench && npm ci --no-audit --no-fund

@@ -32,6 +32,10 @@ import (
 // each figure is the median of the runs. With TANDEM_CPUPROFILE=DIR each
 // tandem writes its CPU profile to DIR/cpu-NAME.pprof.
 //
+// A row "floor-server" runs the same calls against bench/floor.mjs, a
+// server that does only the work any server must (see there), so the row
+// is the ceiling of what any server reaches through this client here.
+//
 // Run with -benchtime 1x.
 func BenchmarkTransferTS(b *testing.B) {
 	const half = 50 << 20
@@ -95,6 +99,18 @@ func BenchmarkTransferTS(b *testing.B) {
 			lanes = append(lanes, &lane{name: name, ts: ts, sess: sess})
 		}
 	}
+
+	// The floor: bench/floor.mjs, a server that does only what any server
+	// must (decode and hash an upload; read, hash and page a download as
+	// base64), behind the same client. Its figures are the most any
+	// server reaches through the TypeScript SDK on this machine.
+	floorScript, err := filepath.Abs(filepath.Join(benchDir, "floor.mjs"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	floor := startTSClientCmd(b, nil, tsNodeModules(b), floorScript, dir)
+	floor.mustDo(b, map[string]any{"op": "connect", "name": "bench"})
+	lanes = append(lanes, &lane{name: "floor-server", ts: floor, sess: map[string]any{"sessionName": "bench", "sessionToken": "floor", "dir": "floor"}})
 
 	var scpUps, scpDowns []float64
 	remote := filepath.Join(b.TempDir(), "scp-remote.bin")
