@@ -190,8 +190,8 @@ func previewStory(t *testing.T, srv *tandemProc, s sess, dir string, port int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if origin == base || !strings.HasPrefix(origin, "http://127.0.0.1:") {
-		t.Fatalf("the preview runs on %q, tandem on %q: it needs an origin of its own", origin, base)
+	if strings.HasPrefix(origin, "http://127.0.0.1:") || !strings.HasPrefix(origin, "http://127.") {
+		t.Fatalf("the preview runs on %q, tandem on %q: it needs a loopback host of its own", origin, base)
 	}
 	// The redirect to the server's own localhost URL stays in the preview.
 	if err := chromedp.Do(ctx, chromedp.Navigate(origin+"/go")); err != nil {
@@ -200,6 +200,32 @@ func previewStory(t *testing.T, srv *tandemProc, s sess, dir string, port int) {
 	waitPage(t, ctx, `location.href + ' ' + (document.getElementById('landed') ? 'landed' : '')`, origin+"/landed?from=go landed")
 	// Cookies: the app's own pass, tandem's never reach it, and the app
 	// could not set tandem's.
+	if err := chromedp.Do(ctx, chromedp.Navigate(origin+"/cookies")); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, ctx, `document.body.innerText.trim()`, "app=1")
+	// A second preview (another dev server of the session; another
+	// session's alike) lives on a host of its own: the first app's cookie
+	// reaches neither its server nor its script. Entered straight at
+	// /cookies, so this app sets none of its own first.
+	port2 := port + 1
+	if port != 3000 {
+		port2 = freePort(t)
+	}
+	mustOK(t, s.exec(t, "cd "+dir+" && (python3 devserver.py "+strconv.Itoa(port2)+" >devserver2.log 2>&1 &)"))
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if fw2 := mustOK(t, srv.call(t, "ssh_forward_port", args(map[string]any{"port": port2}))); fw2["listening"] == true {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second dev server never listened")
+		}
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/s/"+strings.SplitN(monitorURL, "/s/", 2)[1]+"/port/"+strconv.Itoa(port2)+"/cookies")); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, ctx, `location.pathname === '/cookies' ? 'server [' + document.body.innerText.trim() + '] script [' + document.cookie + '] ' + (location.origin === `+jsString(origin)+` ? 'same origin' : 'own origin') : ''`,
+		"server [] script [] own origin")
 	if err := chromedp.Do(ctx, chromedp.Navigate(origin+"/cookies")); err != nil {
 		t.Fatal(err)
 	}

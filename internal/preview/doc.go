@@ -9,7 +9,9 @@
 // The dev server and its JavaScript are the agent's code, so a preview
 // never runs on tandem's own origin, where that code could read the
 // dashboard's API with the operator's cookie. Each forward gets a
-// listener of its own (an origin of its own: same host, another port):
+// listener of its own (an origin of its own: on 127.0.0.1 without TLS a
+// loopback address of its own, so no two previews share cookies; else the
+// same host, another port):
 //
 //	browser ──GET /s/{key}/port/3000/──▶ tandem's origin (web)
 //	   │         operator or admitted viewer? else 401/403

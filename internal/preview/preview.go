@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,7 +44,8 @@ var (
 type Options struct {
 	// Host is the address forwards listen on: the web listener's bind
 	// host, so a forward is reachable wherever the monitoring page is.
-	// Empty means 127.0.0.1.
+	// Empty means 127.0.0.1, where (without TLS) each forward takes a
+	// loopback address of its own instead (listen).
 	Host string
 	// MaxPerSession bounds the forwards of one session; zero means
 	// DefaultMaxPerSession.
@@ -146,7 +148,7 @@ func (m *Manager) Open(key string, port int, dial DialFunc, done <-chan struct{}
 	if len(m.byKey[key]) >= m.opts.MaxPerSession {
 		return Forward{}, false, fmt.Errorf("forward port %d: %w: a session may forward %d", port, ErrTooMany, m.opts.MaxPerSession)
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(m.opts.Host, "0"))
+	ln, err := m.listen()
 	if err != nil {
 		return Forward{}, false, fmt.Errorf("forward port %d: listen: %w", port, err)
 	}
@@ -171,6 +173,46 @@ func (m *Manager) Open(key string, port int, dial DialFunc, done <-chan struct{}
 	}
 	m.log.Debug("preview: port forwarded", "port", port, "addr", fw.info.Addr)
 	return fw.info, true, nil
+}
+
+// listen makes a forward's listener. Browsers keep cookies by host, not
+// by port, so on 127.0.0.1 without TLS each forward listens on a loopback
+// address of its own (Linux routes all of 127/8 to lo): the apps' cookies,
+// and their scripts' document.cookie, then stay with their own forward,
+// away from other sessions' previews (another agent's code) and from
+// tandem's origin. Elsewhere (another host, or TLS, whose certificate
+// names one) forwards listen on Options.Host, a port each.
+func (m *Manager) listen() (net.Listener, error) {
+	ip := net.ParseIP(m.opts.Host)
+	if m.opts.TLS == nil && ip != nil && ip.To4() != nil && ip.IsLoopback() {
+		for range 8 {
+			addr := m.ownLoopback()
+			if ln, err := net.Listen("tcp", net.JoinHostPort(addr, "0")); err == nil {
+				return ln, nil
+			}
+		}
+	}
+	return net.Listen("tcp", net.JoinHostPort(m.opts.Host, "0"))
+}
+
+// ownLoopback is a random address in 127/8 outside 127.0.0.0/16 (where
+// tandem's listener and the usual services are) that no forward of this
+// Manager uses. m.mu is held.
+func (m *Manager) ownLoopback() string {
+	for {
+		var b [3]byte
+		_, _ = rand.Read(b[:])
+		a := netip.AddrFrom4([4]byte{127, 1 + b[0]%254, b[1], 1 + b[2]%254}).String()
+		used := false
+		for _, fw := range m.byID {
+			if h, _, _ := net.SplitHostPort(fw.info.Addr); h == a {
+				used = true
+			}
+		}
+		if !used {
+			return a
+		}
+	}
 }
 
 // List returns the session's forwards, in the order they were opened.

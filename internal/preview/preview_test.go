@@ -393,3 +393,72 @@ func TestForwardOverTLS(t *testing.T) {
 	}
 	t.Error("no forward cookie over TLS")
 }
+
+// TestForwardsOwnLoopbackHosts: on 127.0.0.1 without TLS every forward
+// listens on a loopback address of its own (a host of its own for the
+// browser's cookies), never tandem's 127.0.0.1 or another forward's; an
+// app's cookie set through one forward is not sent through another by a
+// client that keeps cookies by host, as browsers do.
+func TestForwardsOwnLoopbackHosts(t *testing.T) {
+	a, b := startApp(t), startApp(t)
+	m := newManager(t, nil)
+	hosts := map[string]bool{}
+	var fws []preview.Forward
+	for i, key := range []string{"tenantA", "tenantB", "tenantB"} {
+		port := a.port
+		if i > 0 {
+			port = b.port + i - 1 // tenantB's second forward need not answer
+		}
+		fw, _, err := m.Open(key, port, direct, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _, _ := net.SplitHostPort(fw.Addr)
+		ip := net.ParseIP(h)
+		if ip == nil || !ip.IsLoopback() || ip.To4() == nil || strings.HasPrefix(h, "127.0.") || hosts[h] {
+			t.Fatalf("forward %d of %s listens on %s: want a 127/8 address of its own outside 127.0.0.0/16 (have %v)", i, key, fw.Addr, hosts)
+		}
+		hosts[h] = true
+		fws = append(fws, fw)
+	}
+	// A's app sets its cookie; B is entered at a page that sets none, then
+	// sets its own, then is asked again.
+	c := browser(t)
+	for i, next := range []string{"/cookies", "/first"} {
+		u, err := m.Enter([]string{"tenantA", "tenantB"}[i], fws[i].Port, "127.0.0.1", next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(u, "http://"+fws[i].Addr+"/") {
+			t.Fatalf("enter URL %s is not on the forward's own address %s", u, fws[i].Addr)
+		}
+		if code, _, _ := get(t, c, u); code != http.StatusOK {
+			t.Fatalf("enter %s: %d", u, code)
+		}
+	}
+	for _, p := range []string{"/cookies", "/again"} {
+		if code, _, _ := get(t, c, "http://"+fws[1].Addr+p); code != http.StatusOK {
+			t.Fatalf("tenant B's %s: %d", p, code)
+		}
+	}
+	seen := b.headers() // /first and /again
+	if first := seen[0].Get("Cookie"); strings.Contains(first, "app=") {
+		t.Fatalf("tenant B's app got %q before it set a cookie: tenant A's", first)
+	}
+	last := seen[len(seen)-1].Get("Cookie")
+	if last != "app=1" {
+		t.Errorf("tenant B's app got cookies %q, want only its own app=1 (tenant A's would make two)", last)
+	}
+
+	// Over TLS the certificate names one host: forwards share it.
+	ts := httptest.NewTLSServer(http.NotFoundHandler())
+	t.Cleanup(ts.Close)
+	tm := newManager(t, &preview.Options{TLS: ts.TLS})
+	fw, _, err := tm.Open("k", a.port, direct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, _, _ := net.SplitHostPort(fw.Addr); h != "127.0.0.1" {
+		t.Errorf("with TLS a forward listens on %s, want the configured 127.0.0.1", fw.Addr)
+	}
+}

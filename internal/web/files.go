@@ -178,9 +178,8 @@ func (s *Server) serveDownload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "download with GET")
 		return
 	}
-	// A page of another origin (a preview of the agent's dev server on
-	// another port is same-site) has no business here, even without
-	// reading the reply.
+	// A page of another origin (a preview of the agent's dev server may
+	// be same-site) has no business here, even without reading the reply.
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
 		writeError(w, http.StatusForbidden, "cross_origin", "the download did not come from the session's own page")
 		return
