@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/netip"
 	"strconv"
@@ -183,7 +184,8 @@ func (e *upstreamError) Unwrap() error { return e.err }
 // bytes sent and received upstream.
 func (l *Listener) inspect(c Conn, down net.Conn, addrs []netip.Addr, rule Rule, creds []Credential) (int64, int64) {
 	var upN, downN atomic.Int64
-	tc := tls.Server(down, &tls.Config{
+	bc := &batchConn{Conn: down}
+	tc := tls.Server(bc, &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		// Full records from the first byte: the session is on loopback.
 		DynamicRecordSizingDisabled: true,
@@ -220,7 +222,7 @@ func (l *Listener) inspect(c Conn, down net.Conn, addrs []netip.Addr, rule Rule,
 			if err != nil {
 				return nil, &upstreamError{err}
 			}
-			cc := &countConn{Conn: raw, up: &upN, down: &downN}
+			cc := newCountConn(raw, &upN, &downN)
 			// HTTP/2 where the host offers it by ALPN (the transport
 			// takes an h2 connection over from here), else HTTP/1.1.
 			t := tls.Client(cc, &tls.Config{ServerName: c.Host, RootCAs: roots, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12})
@@ -236,7 +238,7 @@ func (l *Listener) inspect(c Conn, down net.Conn, addrs []netip.Addr, rule Rule,
 		MaxIdleConnsPerHost:   1,
 	}
 	defer tr.CloseIdleConnections()
-	h := &inspector{l: l, c: c, rule: rule, creds: creds, tr: tr}
+	h := &inspector{l: l, c: c, rule: rule, creds: creds, tr: tr, batch: bc}
 	ln := newOneConn(tc)
 	srv := &http.Server{
 		Handler:           h,
@@ -259,24 +261,6 @@ func isAddr(host string) bool {
 	return err == nil
 }
 
-// countConn counts an upstream connection's bytes into shared totals.
-type countConn struct {
-	net.Conn
-	up, down *atomic.Int64
-}
-
-func (c *countConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	c.down.Add(int64(n))
-	return n, err
-}
-
-func (c *countConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	c.up.Add(int64(n))
-	return n, err
-}
-
 // refuseRequest reports one request refused on an inspected connection.
 func (l *Listener) refuseRequest(c Conn, method, path, reason string) Conn {
 	r := Conn{ID: strconv.FormatUint(l.p.nextID.Add(1), 36), Session: c.Session, Host: c.Host, Port: c.Port, Addr: c.Addr,
@@ -292,6 +276,7 @@ type inspector struct {
 	rule  Rule
 	creds []Credential
 	tr    *http.Transport
+	batch *batchConn // the session's side of the connection
 }
 
 // judge says why a request may not go, or "", and the credential to add;
@@ -398,7 +383,22 @@ func (h *inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "tandem's egress proxy: "+h.c.Target()+": "+err.Error(), http.StatusBadGateway)
 		},
 	}
-	rp.ServeHTTP(w, r)
+	// The upstream connection the request goes out on, for fillReader.
+	var up atomic.Pointer[countConn]
+	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+		if tc, ok := i.Conn.(*tls.Conn); ok {
+			if cc, ok := tc.NetConn().(*countConn); ok {
+				up.Store(cc)
+			}
+		}
+	}}))
+	rp.ModifyResponse = func(resp *http.Response) error {
+		if cc := up.Load(); cc != nil && resp.ProtoMajor == 1 {
+			resp.Body = &fillReader{ReadCloser: resp.Body, up: cc}
+		}
+		return nil
+	}
+	rp.ServeHTTP(batchWriter{w, h.batch}, r)
 }
 
 // TrustBundle is what the session's programs trust: the system's roots

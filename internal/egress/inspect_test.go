@@ -403,7 +403,7 @@ func TestInspectedStreams(t *testing.T) {
 }
 
 func testInspectedStreams(t *testing.T, h2 bool) {
-	release := make(chan struct{})
+	release, releaseBig := make(chan struct{}), make(chan struct{})
 	var conns atomic.Int32
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor != map[bool]int{false: 1, true: 2}[h2] {
@@ -419,6 +419,13 @@ func testInspectedStreams(t *testing.T, h2 bool) {
 			w.(http.Flusher).Flush()
 			<-release
 			fmt.Fprint(w, "second\n")
+		case "/bigstream":
+			// Many records at once, then a wait: the proxy takes in
+			// what is there and must not wait for more.
+			_, _ = w.Write(bytes.Repeat([]byte{'y'}, 300<<10))
+			w.(http.Flusher).Flush()
+			<-releaseBig
+			fmt.Fprint(w, "end")
 		}
 	}))
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
@@ -472,7 +479,21 @@ func testInspectedStreams(t *testing.T, h2 bool) {
 	if rest, _ := io.ReadAll(br); string(rest) != "second\n" {
 		t.Fatalf("rest %q", rest)
 	}
+	resp.Body.Close()
+	resp, err = c.Get(base + "/bigstream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	big := make([]byte, 300<<10)
+	if _, err := io.ReadFull(resp.Body, big); err != nil || !bytes.Equal(big, bytes.Repeat([]byte{'y'}, 300<<10)) {
+		t.Fatalf("the first 300 KiB did not come before the host ended: %v", err)
+	}
+	close(releaseBig)
+	if rest, _ := io.ReadAll(resp.Body); string(rest) != "end" {
+		t.Fatalf("rest %q", rest)
+	}
 	if n := conns.Load(); n != 1 {
-		t.Errorf("%d upstream connections for two requests of one kept-alive connection, want 1", n)
+		t.Errorf("%d upstream connections for three requests of one kept-alive connection, want 1", n)
 	}
 }
