@@ -143,7 +143,9 @@ func (b *batchConn) Close() error {
 	return b.Conn.Close()
 }
 
-// batchWriter makes each write of a response (and its flush) one batch.
+// batchWriter makes each write of an HTTP/1 response (and its flush) one
+// batch: HTTP/1 writes in the handler's goroutine, so a batch holds only
+// what that write made, and nothing it waits for.
 type batchWriter struct {
 	http.ResponseWriter
 	b *batchConn

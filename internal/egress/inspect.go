@@ -398,6 +398,13 @@ func (h *inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	}
+	if r.ProtoMajor != 1 {
+		// HTTP/2's frames are written by the connection's own goroutine,
+		// and a write of this stream can wait for the program's window
+		// update, which a batch held back would never bring: no batches.
+		rp.ServeHTTP(w, r)
+		return
+	}
 	rp.ServeHTTP(batchWriter{w, h.batch}, r)
 }
 

@@ -419,6 +419,8 @@ func testInspectedStreams(t *testing.T, h2 bool) {
 			w.(http.Flusher).Flush()
 			<-release
 			fmt.Fprint(w, "second\n")
+		case "/big":
+			_, _ = w.Write(bytes.Repeat([]byte{'z'}, 2<<20))
 		case "/bigstream":
 			// Many records at once, then a wait: the proxy takes in
 			// what is there and must not wait for more.
@@ -495,5 +497,20 @@ func testInspectedStreams(t *testing.T, h2 bool) {
 	}
 	if n := conns.Load(); n != 1 {
 		t.Errorf("%d upstream connections for three requests of one kept-alive connection, want 1", n)
+	}
+
+	// A program speaking HTTP/2 with a small window: each write of the
+	// response waits for its window updates, which come only once the
+	// program has the data before them.
+	af := &apiFixture{fixture: &fixture{p: p, l: l}}
+	hc := af.sessionClientProto("example.com", true)
+	hc.Transport.(*http.Transport).HTTP2 = &http.HTTP2Config{MaxReceiveBufferPerConnection: 64 << 10, MaxReceiveBufferPerStream: 16 << 10}
+	resp, err = hc.Get(base + "/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if b, err := io.ReadAll(resp.Body); err != nil || len(b) != 2<<20 || resp.ProtoMajor != 2 {
+		t.Fatalf("2 MiB over HTTP/2 with a 16 KiB window: %d bytes, %s, %v", len(b), resp.Proto, err)
 	}
 }
