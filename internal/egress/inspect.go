@@ -184,7 +184,7 @@ func (e *upstreamError) Unwrap() error { return e.err }
 // bytes sent and received upstream.
 func (l *Listener) inspect(c Conn, down net.Conn, addrs []netip.Addr, rule Rule, creds []Credential) (int64, int64) {
 	var upN, downN atomic.Int64
-	bc := &batchConn{Conn: down}
+	bc := &batchConn{Conn: down, bufs: (*copyBufs)(l.p)}
 	tc := tls.Server(bc, &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		// Full records from the first byte: the session is on loopback.
@@ -222,7 +222,7 @@ func (l *Listener) inspect(c Conn, down net.Conn, addrs []netip.Addr, rule Rule,
 			if err != nil {
 				return nil, &upstreamError{err}
 			}
-			cc := newCountConn(raw, &upN, &downN)
+			cc := newCountConn(raw, (*copyBufs)(l.p), &upN, &downN)
 			// HTTP/2 where the host offers it by ALPN (the transport
 			// takes an h2 connection over from here), else HTTP/1.1.
 			t := tls.Client(cc, &tls.Config{ServerName: c.Host, RootCAs: roots, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12})

@@ -513,4 +513,15 @@ func testInspectedStreams(t *testing.T, h2 bool) {
 	if b, err := io.ReadAll(resp.Body); err != nil || len(b) != 2<<20 || resp.ProtoMajor != 2 {
 		t.Fatalf("2 MiB over HTTP/2 with a 16 KiB window: %d bytes, %s, %v", len(b), resp.Proto, err)
 	}
+	resp.Body.Close()
+
+	// Connections kept alive and idle hold none of the proxy's large
+	// buffers: a session's many idle connections cannot take them all.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(p.bigSlots) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d large buffers held by idle connections", len(p.bigSlots))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
