@@ -311,9 +311,14 @@ func (c *conn) openHelper(ctx context.Context) (*helper, error) {
 			default:
 				a.err = fmt.Sprintf("unexpected line %q", line)
 			}
+			// An answer owed to a caller that gave up waits for the next
+			// question, or for the conn's end: Close waits for this
+			// goroutine.
 			select {
 			case h.answers <- a:
 			case <-h.gone:
+				return
+			case <-c.life.Done():
 				return
 			}
 			a = helperAnswer{}

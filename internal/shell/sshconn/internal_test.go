@@ -3,7 +3,10 @@ package sshconn
 import (
 	"net"
 	"os/exec"
+	"runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -69,4 +72,53 @@ func TestHostKeyPolicyValidated(t *testing.T) {
 	if _, err := o.Dial(t.Context(), shell.Launch{}); err == nil {
 		t.Fatal("empty KnownHostsFile accepted")
 	}
+}
+
+// TestCloseWithAnswerOwed: a question whose caller gave up leaves its
+// answer owed, and the helper's reader holds it until the next question
+// takes it. Close must not wait for that question (a session's last
+// question, given up, made its Close hang for ever). The state is made
+// exactly: one request more than the question waits for, so that its
+// answer comes with no one to take it. Not parallel: it looks for the
+// reader's goroutine among all of them.
+func TestCloseWithAnswerOwed(t *testing.T) {
+	srv := testenv.SSHD(t)
+	o := &Options{Host: srv.Host, Port: srv.Port, User: srv.User, KeyFile: srv.ClientKeyFile, KnownHostsFile: srv.KnownHostsFile}
+	sc, err := o.Dial(t.Context(), shell.Launch{Command: "sleep 100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sc.(*conn)
+	if _, err := c.ask(t.Context(), "stat 1\nstat 1\n", 1); err != nil {
+		t.Fatal(err)
+	}
+	// The reader holds the second answer, waiting for someone to take it.
+	for deadline := time.Now().Add(20 * time.Second); !readerHoldsAnswer(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the helper's reader never came to hold the unasked answer")
+		}
+	}
+	closed := make(chan struct{})
+	go func() {
+		c.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close still waits 20 s after an answer was left owed")
+	}
+}
+
+// readerHoldsAnswer says whether a helper's reader goroutine waits to hand
+// over an answer.
+func readerHoldsAnswer() bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, " [select") && strings.Contains(g, "sshconn.(*conn).openHelper.func") {
+			return true
+		}
+	}
+	return false
 }
