@@ -33,15 +33,17 @@ func TestProgressNamesAHungTest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
+	// go test's own stderr in a buffer of its own: two commands writing
+	// to one buffer race (exec serialises only one command's two streams).
+	var out, goErr bytes.Buffer
 	progress.Stdout, progress.Stderr = &out, &out
-	test.Stderr = &out
+	test.Stderr = &goErr
 	if err := progress.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { progress.Process.Kill(); progress.Wait() })
 	if err := test.Run(); err == nil {
-		t.Fatalf("go test of the hanging fixture succeeded:\n%s", out.String())
+		t.Fatalf("go test of the hanging fixture succeeded:\n%s%s", out.String(), goErr.String())
 	}
 	if err := progress.Wait(); err == nil {
 		t.Errorf(".ci/progress exited 0 for a run that timed out:\n%s", out.String())
