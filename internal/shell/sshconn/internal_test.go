@@ -43,15 +43,23 @@ func TestShellQuote(t *testing.T) {
 	}
 }
 
-func TestDialDisablesNagle(t *testing.T) {
+// dialSleeper dials a conn to a fresh sshd whose command is a sleep; the
+// caller closes it.
+func dialSleeper(t *testing.T) *conn {
+	t.Helper()
 	srv := testenv.SSHD(t)
 	o := &Options{Host: srv.Host, Port: srv.Port, User: srv.User, KeyFile: srv.ClientKeyFile, KnownHostsFile: srv.KnownHostsFile}
 	sc, err := o.Dial(t.Context(), shell.Launch{Command: "sleep 100"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sc.Close()
-	raw, err := sc.(*conn).nc.(*net.TCPConn).SyscallConn()
+	return sc.(*conn)
+}
+
+func TestDialDisablesNagle(t *testing.T) {
+	c := dialSleeper(t)
+	defer c.Close()
+	raw, err := c.nc.(*net.TCPConn).SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,13 +90,7 @@ func TestHostKeyPolicyValidated(t *testing.T) {
 // answer comes with no one to take it. Not parallel: it looks for the
 // reader's goroutine among all of them.
 func TestCloseWithAnswerOwed(t *testing.T) {
-	srv := testenv.SSHD(t)
-	o := &Options{Host: srv.Host, Port: srv.Port, User: srv.User, KeyFile: srv.ClientKeyFile, KnownHostsFile: srv.KnownHostsFile}
-	sc, err := o.Dial(t.Context(), shell.Launch{Command: "sleep 100"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := sc.(*conn)
+	c := dialSleeper(t)
 	if _, err := c.ask(t.Context(), "stat 1\nstat 1\n", 1); err != nil {
 		t.Fatal(err)
 	}
